@@ -1,0 +1,55 @@
+# The Makefile is Mirrorflow's interface: every target sets up what it needs first.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+# pip-installed pyspark locates SPARK_HOME through the venv's bin directory.
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+export PYTHONDONTWRITEBYTECODE := 1
+STAMP := $(VENV)/.mirrorflow-setup-$(shell cat requirements.txt requirements-dev.txt pyproject.toml | sha1sum | cut -c1-12)
+PYSPARK_PIN := $(shell grep -E '^pyspark==' requirements.txt)
+PYTEST_ARGS ?=
+
+.PHONY: setup lint test test-unit test-integration demo clean kafka-jars
+
+setup: $(STAMP)
+
+$(STAMP): requirements.txt requirements-dev.txt pyproject.toml
+	@command -v java >/dev/null || { echo "Java 17 is required on PATH (Kafka brokers run on it)"; exit 2; }
+	@command -v mvn >/dev/null || { echo "Maven is required on PATH (Kafka jars come from Maven Central)"; exit 2; }
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required")'
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q -U pip
+	$(PIP) install -q -r requirements.txt -r requirements-dev.txt
+	# The Spark provider pulls pyspark-client, which overwrites pyspark's Python files with another
+	# version; reinstalling pyspark last makes its files win (tests/spark/test_pyspark_install.py checks it).
+	$(PIP) install -q --force-reinstall --no-deps "$(PYSPARK_PIN)"
+	$(PIP) install -q --no-deps -e .
+	rm -f $(VENV)/.mirrorflow-setup-*
+	touch $(STAMP)
+
+kafka-jars: setup
+	$(VENV)/bin/mirrorflow local jars
+
+lint: setup
+	$(VENV)/bin/ruff check plugins tests dags spark_jobs
+	$(VENV)/bin/ruff format --check plugins tests dags spark_jobs
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
+
+test-unit: setup
+	$(PY) -m pytest -m "not integration" $(PYTEST_ARGS)
+
+test-integration: setup
+	$(PY) -m pytest -m integration $(PYTEST_ARGS)
+
+test: lint
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+demo: setup
+	$(PY) -m mirrorflow.demo
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache build *.egg-info plugins/*.egg-info

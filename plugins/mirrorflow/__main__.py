@@ -1,0 +1,5 @@
+"""`python -m mirrorflow` is the same as the `mirrorflow` console script."""
+
+from mirrorflow.cli.app import main
+
+main()

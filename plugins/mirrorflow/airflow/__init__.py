@@ -1,0 +1,1 @@
+"""Thin Airflow shells over mirrorflow.replication: the only package that imports airflow."""

@@ -1,0 +1,167 @@
+"""`mirrorflow plan CONFIG [--flow A->B] [--clusters A B ...] [--json]`: what `run` would change, read-only.
+
+Runs every control-plane step in dry-run against the live clusters (discover, topics, internal topics, config
+drift, ACLs) and prints the changes. Exit 2 for a bad config or an unknown `--flow`, 1 (one message, no
+traceback) when a cluster cannot be reached.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from mirrorflow.config.loader import load_config, split_cluster_args
+from mirrorflow.config.model import Flow, MirrorConfig
+from mirrorflow.core.errors import UsageError
+from mirrorflow.replication.flow_clients import LIBRDKAFKA_LOG
+from mirrorflow.replication.flow_cycle import ControlPlaneReport, run_control_plane, run_heartbeat_pair
+
+FlowOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--flow",
+        help="Only this flow, e.g. --flow 'A->B' (quote it: > is a shell redirection). Repeatable.",
+        show_default=False,
+    ),
+]
+ClustersOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--clusters",
+        help="Only flows whose target is one of these aliases (MM2's --clusters): A B or A,B.",
+        show_default=False,
+    ),
+]
+VerboseOption = Annotated[bool, typer.Option("--verbose", "-v", help="Also show librdkafka's own log.")]
+
+
+def register(app: typer.Typer) -> None:
+    app.command(
+        "plan",
+        context_settings={"allow_extra_args": True},
+        help="Show what `run` would change on the live clusters (topics, partitions, configs, ACLs); changes nothing.",
+    )(plan)
+
+
+def plan(
+    ctx: typer.Context,
+    config: Annotated[Path, typer.Argument(help="The mm2.properties file.", show_default=False)],
+    flow: FlowOption = None,
+    clusters: ClustersOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the reports as JSON.")] = False,
+    verbose: VerboseOption = False,
+) -> None:
+    setup_logging(verbose)
+    _, flows, pairs = select_flows(ctx, config, clusters, flow)
+    reports = [run_control_plane(f, dry_run=True) for f in flows]
+    reports += [run_heartbeat_pair(f, dry_run=True) for f in pairs]
+    if as_json:
+        typer.echo(json.dumps(to_json(reports), indent=2))
+        return
+    for report in reports:
+        for line in render_report(report):
+            typer.echo(line)
+
+
+def setup_logging(verbose: bool) -> None:
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    LIBRDKAFKA_LOG.setLevel(logging.DEBUG if verbose else logging.CRITICAL)
+
+
+def select_flows(
+    ctx: typer.Context, config: Path, clusters: Sequence[str] | None, names: Sequence[str] | None
+) -> tuple[MirrorConfig, list[Flow], list[Flow]]:
+    """The loaded config, the enabled flows to run and the heartbeat-only pairs (none when `--flow` is given)."""
+    extra = list(ctx.args)
+    if extra and not clusters:
+        raise UsageError(f"unexpected arguments: {' '.join(extra)}")
+    subset = split_cluster_args([*(clusters or []), *extra])
+    loaded = load_config(config, clusters=subset or None)
+    if not names:
+        enabled = {f.name for f in loaded.flows}
+        return loaded, list(loaded.flows), [f for f in loaded.heartbeat_flows if f.name not in enabled]
+    flows: list[Flow] = []
+    for name in dict.fromkeys(n.strip().replace(" ", "") for n in names):
+        try:
+            flows.append(loaded.flow(name))
+        except KeyError:
+            known = ", ".join(f.name for f in loaded.flows) or "none"
+            raise UsageError(
+                f"--flow {name}: {config} does not enable this flow"
+                f"{' for the selected --clusters' if subset else ''} (enabled flows: {known}); "
+                f"write it as SOURCE->TARGET, or enable it with `{name}.enabled = true`"
+            ) from None
+    return loaded, flows, []
+
+
+def render_report(report: ControlPlaneReport) -> list[str]:
+    """Human-readable lines: what a dry run would change, or what a run changed."""
+    return [_headline(report), *(change_lines(report) or ["  no changes"])]
+
+
+def _headline(report: ControlPlaneReport) -> str:
+    plan = report.plan
+    if plan is None:
+        return f"Heartbeats {report.flow}"
+    up_to_date = sum(1 for t in plan.topics if t.action == "none")
+    return f"Flow {report.flow}: {len(plan.topics)} source topics replicated, {up_to_date} up to date on the target"
+
+
+def change_lines(report: ControlPlaneReport) -> list[str]:
+    """One line per change (configs and ACLs indented below their topic); empty when nothing changes."""
+    target = report.target
+
+    def verb(present: str, past: str) -> str:
+        return f"would {present}" if report.dry_run else past
+
+    lines: list[str] = []
+    if report.topics is not None:
+        for c in report.topics.created:
+            if c.outcome == "exists":
+                continue
+            lines.append(
+                f"  {verb('create', 'created')} topic {target}:{c.name} from {c.source_topic} "
+                f"({c.partitions} partitions, replication factor {_rf(c.replication_factor)})"
+            )
+            if c.configs:
+                lines.append(f"      configs: {', '.join(f'{k}={v}' for k, v in c.configs.items())}")
+        for g in report.topics.grown:
+            lines.append(
+                f"  {verb('add', 'added')} partitions to {target}:{g.name}: "
+                f"{g.partitions_before} -> {g.partitions_after}"
+            )
+    if report.internal_topics is not None:
+        for t in report.internal_topics.created:
+            lines.append(
+                f"  {verb('create', 'created')} internal topic {t.cluster}:{t.name} "
+                f"({t.purpose}; compacted, 1 partition, replication factor {_rf(t.replication_factor)})"
+            )
+    if report.configs is not None:
+        for drift in report.configs.topics:
+            lines.append(f"  {verb('change', 'changed')} configs of {target}:{drift.remote_topic} (from {drift.topic})")
+            for d in drift.changes:
+                new = "(target default)" if d.new is None else d.new
+                old = "(unset)" if d.old is None else d.old
+                lines.append(f"      {d.key}: {old} -> {new}")
+    if report.acls is not None:
+        if report.acls.security_disabled:
+            lines.append(f"  ACL sync skipped: cluster '{report.acls.security_disabled_cluster}' has no authorizer")
+        for b in report.acls.added:
+            lines.append(
+                f"  {verb('add', 'added')} ACL on {target}: {b.permission_type} {b.operation} on {b.resource_type} "
+                f"{b.resource_name} ({b.pattern_type}) for {b.principal} from host {b.host}"
+            )
+    return lines
+
+
+def _rf(value: int) -> str:
+    return "broker default" if value == -1 else str(value)
+
+
+def to_json(reports: Sequence[ControlPlaneReport]) -> dict[str, Any]:
+    return {"flows": [r.to_dict() for r in reports]}

@@ -1,0 +1,100 @@
+"""`mirrorflow run CONFIG [--flow A->B] [--clusters A B ...] [--once | --for SECONDS] [--json]`: run flows
+without an Airflow scheduler, through the same `run_control_plane` the DAG tasks call.
+
+`--once`: one full cycle of every selected flow (and of every heartbeat-only pair MM2 would run), exit 0.
+`--for SECONDS`: repeat each step at its MM2 interval for that long. Neither: until interrupted (Ctrl-C).
+Any failure stops the run with exit code 1 and one message; nothing half-done is reported as done.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from mirrorflow.cli.plan_cmd import (
+    ClustersOption,
+    FlowOption,
+    VerboseOption,
+    change_lines,
+    render_report,
+    select_flows,
+    setup_logging,
+    to_json,
+)
+from mirrorflow.core.errors import UsageError
+from mirrorflow.replication.flow_cycle import ControlPlaneReport, run_control_plane, run_heartbeat_pair, run_loop
+
+
+def register(app: typer.Typer) -> None:
+    app.command(
+        "run",
+        context_settings={"allow_extra_args": True},
+        help="Run the flows without Airflow: topics, configs, ACLs and heartbeats at MM2's intervals.",
+    )(run)
+
+
+def run(
+    ctx: typer.Context,
+    config: Annotated[Path, typer.Argument(help="The mm2.properties file.", show_default=False)],
+    flow: FlowOption = None,
+    clusters: ClustersOption = None,
+    once: Annotated[bool, typer.Option("--once", help="One full cycle, then exit.")] = False,
+    for_seconds: Annotated[
+        float | None,
+        typer.Option("--for", help="Keep running for this many seconds, then exit.", show_default=False),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print every cycle's report as JSON at the end.")] = False,
+    verbose: VerboseOption = False,
+) -> None:
+    if once and for_seconds is not None:
+        raise UsageError("--once and --for exclude each other: give one of them (or neither to run until Ctrl-C)")
+    if for_seconds is not None and for_seconds <= 0:
+        raise UsageError(f"--for {for_seconds:g}: give a positive number of seconds")
+    setup_logging(verbose)
+    _, flows, pairs = select_flows(ctx, config, clusters, flow)
+    reports: list[ControlPlaneReport] = []
+    heartbeats = 0
+
+    def record(report: ControlPlaneReport) -> None:
+        nonlocal heartbeats
+        if as_json:
+            reports.append(report)
+        if report.heartbeat is not None and report.heartbeat.emitted:
+            heartbeats += 1
+        if not as_json:
+            for line in change_lines(report):
+                typer.echo(f"{report.flow}{line}")
+
+    if once:
+        for f in flows:
+            report = run_control_plane(f)
+            reports.append(report)
+            if not as_json:
+                _print_once(report)
+        for f in pairs:
+            report = run_heartbeat_pair(f)
+            reports.append(report)
+            if not as_json:
+                _print_once(report)
+    else:
+        try:
+            run_loop(flows, pairs, seconds=for_seconds, on_report=record)
+        except KeyboardInterrupt:
+            typer.echo("interrupted", err=True)
+        if not as_json:
+            typer.echo(f"done: {len(flows)} flows, {len(pairs)} heartbeat-only pairs, {heartbeats} heartbeats sent")
+    if as_json:
+        typer.echo(json.dumps(to_json(reports), indent=2))
+
+
+def _print_once(report: ControlPlaneReport) -> None:
+    for line in render_report(report):
+        typer.echo(line)
+    if report.heartbeat is not None and report.heartbeat.emitted:
+        typer.echo(
+            f"  sent heartbeat {report.source}->{report.target} to {report.target}:{report.heartbeat.topic} "
+            f"(offset {report.heartbeat.offset})"
+        )

@@ -1,0 +1,307 @@
+"""Keys an mm2.properties file may hold: MM2 4.x names, types, defaults, and what Mirrorflow does with each.
+
+`implemented` keys change what Mirrorflow does; `ignored` keys are accepted (MM2 defines them) but have no
+effect here, and `mirrorflow validate` lists them. The connector keys form MM2's `allConfigNames()` union,
+which decides which top-level keys reach a flow (MM2-FACTS §1.7 step 1).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+KeyType = Literal["bool", "int", "long", "short", "list", "string", "class", "enum", "password"]
+Status = Literal["implemented", "ignored"]
+
+
+@dataclass(frozen=True)
+class KeySpec:
+    name: str
+    type: KeyType
+    default: str | None
+    status: Status = "implemented"
+    choices: tuple[str, ...] = ()
+    case_insensitive: bool = False
+    why: str = ""
+
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+DEFAULT_POLICY = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
+DEFAULT_TOPICS_EXCLUDE = ".*[\\-\\.]internal, .*\\.replica, __.*"
+DEFAULT_GROUPS_EXCLUDE = "console-consumer-.*, connect-.*, __.*"
+DEFAULT_CONFIG_PROPERTIES_EXCLUDE = (
+    "follower\\.replication\\.throttled\\.replicas, leader\\.replication\\.throttled\\.replicas, "
+    "message\\.timestamp\\.difference\\.max\\.ms, message\\.timestamp\\.type, "
+    "unclean\\.leader\\.election\\.enable, min\\.insync\\.replicas"
+)
+
+_CONNECT = "a Kafka Connect setting; Mirrorflow runs no Connect worker"
+_JAVA = "names a Java class, which cannot run here"
+
+
+# Connect's ConnectorConfig keys, part of every MM2 connector's ConfigDef.
+_CONNECTOR_FRAMEWORK = [
+    KeySpec("name", "string", None, status="ignored", why="MM2 names its connectors itself"),
+    KeySpec("connector.class", "class", None, status="ignored", why=_CONNECT),
+    KeySpec(
+        "tasks.max",
+        "int",
+        "1",
+        status="ignored",
+        why="Spark decides the parallelism (one task per partition)",
+    ),
+    KeySpec("tasks.max.enforce", "bool", "true", status="ignored", why=_CONNECT),
+    KeySpec("key.converter", "class", None, status="ignored", why="records are copied as raw bytes"),
+    KeySpec("value.converter", "class", None, status="ignored", why="records are copied as raw bytes"),
+    KeySpec("header.converter", "class", None, status="ignored", why="records are copied as raw bytes"),
+    KeySpec("transforms", "list", "", status="ignored", why="single message transforms are Java classes"),
+    KeySpec("predicates", "list", "", status="ignored", why="single message transforms are Java classes"),
+    KeySpec("config.action.reload", "string", "restart", status="ignored", why=_CONNECT),
+    KeySpec("errors.retry.timeout", "long", "0", status="ignored", why=_CONNECT),
+    KeySpec("errors.retry.delay.max.ms", "long", "60000", status="ignored", why=_CONNECT),
+    KeySpec("errors.tolerance", "string", "none", status="ignored", why=_CONNECT),
+    KeySpec("errors.log.enable", "bool", "false", status="ignored", why=_CONNECT),
+    KeySpec("errors.log.include.messages", "bool", "false", status="ignored", why=_CONNECT),
+]
+
+# MirrorConnectorConfig, MirrorSourceConfig, MirrorCheckpointConfig, MirrorHeartbeatConfig (MM2 4.0).
+_MIRROR = [
+    KeySpec("enabled", "bool", "true"),
+    KeySpec("source.cluster.alias", "string", None),
+    KeySpec("target.cluster.alias", "string", "target"),
+    KeySpec("admin.timeout.ms", "long", "60000"),
+    KeySpec("replication.policy.class", "class", DEFAULT_POLICY),
+    KeySpec("replication.policy.separator", "string", "."),
+    KeySpec("replication.policy.internal.topic.separator.enabled", "bool", "true"),
+    KeySpec(
+        "forwarding.admin.class",
+        "class",
+        "org.apache.kafka.clients.admin.ForwardingAdmin",
+        status="ignored",
+        why=_JAVA,
+    ),
+    KeySpec(
+        "metric.reporters",
+        "list",
+        "org.apache.kafka.common.metrics.JmxReporter",
+        status="ignored",
+        why="metrics are exposed for Prometheus (`mirrorflow metrics serve`)",
+    ),
+    KeySpec(
+        "topic.filter.class",
+        "class",
+        "org.apache.kafka.connect.mirror.DefaultTopicFilter",
+        status="ignored",
+        why=_JAVA + "; the default filter's rules apply",
+    ),
+    KeySpec(
+        "group.filter.class",
+        "class",
+        "org.apache.kafka.connect.mirror.DefaultGroupFilter",
+        status="ignored",
+        why=_JAVA + "; the default filter's rules apply",
+    ),
+    KeySpec(
+        "config.property.filter.class",
+        "class",
+        "org.apache.kafka.connect.mirror.DefaultConfigPropertyFilter",
+        status="ignored",
+        why=_JAVA + "; the default filter's rules apply",
+    ),
+    KeySpec("topics", "list", ".*"),
+    KeySpec("topics.exclude", "list", DEFAULT_TOPICS_EXCLUDE),
+    KeySpec("config.properties.exclude", "list", DEFAULT_CONFIG_PROPERTIES_EXCLUDE),
+    KeySpec("consumer.poll.timeout.ms", "long", "1000"),
+    KeySpec("refresh.topics.enabled", "bool", "true"),
+    KeySpec("refresh.topics.interval.seconds", "long", "600"),
+    KeySpec("sync.topic.configs.enabled", "bool", "true"),
+    KeySpec("sync.topic.configs.interval.seconds", "long", "600"),
+    KeySpec("sync.topic.acls.enabled", "bool", "true"),
+    KeySpec("sync.topic.acls.interval.seconds", "long", "600"),
+    KeySpec("replication.factor", "int", "2"),
+    KeySpec("offset-syncs.topic.replication.factor", "short", "3"),
+    KeySpec("offset.lag.max", "long", "100"),
+    KeySpec("offset-syncs.topic.location", "enum", "source", choices=("source", "target")),
+    KeySpec("emit.offset-syncs.enabled", "bool", "true"),
+    KeySpec("heartbeats.replication.enabled", "bool", "true"),
+    KeySpec("groups", "list", ".*"),
+    KeySpec("groups.exclude", "list", DEFAULT_GROUPS_EXCLUDE),
+    KeySpec("refresh.groups.enabled", "bool", "true"),
+    KeySpec("refresh.groups.interval.seconds", "long", "600"),
+    KeySpec("emit.checkpoints.enabled", "bool", "true"),
+    KeySpec("emit.checkpoints.interval.seconds", "long", "60"),
+    KeySpec("sync.group.offsets.enabled", "bool", "false"),
+    KeySpec("sync.group.offsets.interval.seconds", "long", "60"),
+    KeySpec("checkpoints.topic.replication.factor", "short", "3"),
+    KeySpec("emit.heartbeats.enabled", "bool", "true"),
+    KeySpec("emit.heartbeats.interval.seconds", "long", "1"),
+    KeySpec("heartbeats.topic.replication.factor", "short", "3"),
+]
+
+# Client connection keys (MirrorClientConfig.CLIENT_CONFIG_DEF): bootstrap, security, client SSL/SASL keys.
+_SSL_KEYS = [
+    "ssl.protocol", "ssl.provider", "ssl.cipher.suites", "ssl.enabled.protocols", "ssl.keystore.type",
+    "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password", "ssl.keystore.key",
+    "ssl.keystore.certificate.chain", "ssl.truststore.certificates", "ssl.truststore.type",
+    "ssl.truststore.location", "ssl.truststore.password", "ssl.keymanager.algorithm",
+    "ssl.trustmanager.algorithm", "ssl.endpoint.identification.algorithm", "ssl.secure.random.implementation",
+    "ssl.engine.factory.class",
+]  # fmt: skip
+_SASL_KEYS = [
+    "sasl.kerberos.service.name", "sasl.kerberos.kinit.cmd", "sasl.kerberos.ticket.renew.window.factor",
+    "sasl.kerberos.ticket.renew.jitter", "sasl.kerberos.min.time.before.relogin",
+    "sasl.login.refresh.window.factor", "sasl.login.refresh.window.jitter",
+    "sasl.login.refresh.min.period.seconds", "sasl.login.refresh.buffer.seconds", "sasl.mechanism",
+    "sasl.jaas.config", "sasl.client.callback.handler.class", "sasl.login.callback.handler.class",
+    "sasl.login.class", "sasl.login.connect.timeout.ms", "sasl.login.read.timeout.ms",
+    "sasl.login.retry.backoff.max.ms", "sasl.login.retry.backoff.ms", "sasl.oauthbearer.scope.claim.name",
+    "sasl.oauthbearer.sub.claim.name", "sasl.oauthbearer.token.endpoint.url",
+    "sasl.oauthbearer.jwks.endpoint.url", "sasl.oauthbearer.jwks.endpoint.refresh.ms",
+    "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms",
+    "sasl.oauthbearer.clock.skew.seconds", "sasl.oauthbearer.expected.audience",
+    "sasl.oauthbearer.expected.issuer",
+]  # fmt: skip
+CLIENT_CONNECTION_KEYS: frozenset[str] = frozenset(
+    ["bootstrap.servers", "security.protocol", *_SSL_KEYS, *_SASL_KEYS]
+)
+
+# librdkafka's own names for the same settings; accepted wherever MM2's connection keys are, so a cluster can
+# hold e.g. `A.ssl.ca.location` (MM2 does not know these keys and ignores them).
+LIBRDKAFKA_CONNECTION_KEYS: frozenset[str] = frozenset(
+    [
+        "ssl.ca.location", "ssl.ca.pem", "ssl.certificate.location", "ssl.certificate.pem",
+        "ssl.key.location", "ssl.key.pem", "ssl.crl.location", "enable.ssl.certificate.verification",
+        "sasl.username", "sasl.password", "sasl.oauthbearer.method", "sasl.oauthbearer.client.id",
+        "sasl.oauthbearer.client.secret", "sasl.oauthbearer.scope", "sasl.oauthbearer.config",
+        "sasl.kerberos.keytab", "sasl.kerberos.principal",
+    ]
+)  # fmt: skip
+CONNECTION_KEYS = CLIENT_CONNECTION_KEYS | LIBRDKAFKA_CONNECTION_KEYS
+
+_SECURITY = [
+    KeySpec("security.protocol", "enum", "PLAINTEXT", choices=SECURITY_PROTOCOLS, case_insensitive=True),
+    *(KeySpec(k, "password" if "password" in k else "string", None) for k in [*_SSL_KEYS, *_SASL_KEYS]),
+]
+
+CONNECTOR_KEYS: dict[str, KeySpec] = {s.name: s for s in [*_CONNECTOR_FRAMEWORK, *_MIRROR, *_SECURITY]}
+"""MM2's `allConfigNames()`: the only top-level keys that reach a flow's connector config."""
+
+# Keys a flow (`A->B.<key>`) may set although they are not in the union above.
+FLOW_ONLY_KEYS: dict[str, KeySpec] = {
+    s.name: s
+    for s in [
+        KeySpec("use.defaults.from", "enum", "target", choices=("source", "target")),
+        KeySpec(
+            "exactly.once.support",
+            "string",
+            "requested",
+            status="ignored",
+            why="delivery is set by mirrorflow.delivery (exactly-once by default)",
+        ),
+        KeySpec("transaction.boundary", "string", "poll", status="ignored", why=_CONNECT),
+        KeySpec("offsets.storage.topic", "string", None, status="ignored", why=_CONNECT),
+        KeySpec("topic.creation.groups", "list", "", status="ignored", why=_CONNECT),
+    ]
+}
+FLOW_ONLY_PREFIXES = {
+    "transforms.": "single message transforms are Java classes",
+    "predicates.": "single message transforms are Java classes",
+    "topic.creation.": _CONNECT,
+    "consumer.override.": _CONNECT,
+    "admin.override.": _CONNECT,
+}
+
+LEGACY_ALIASES = {
+    "topics.blacklist": "topics.exclude",
+    "groups.blacklist": "groups.exclude",
+    "config.properties.blacklist": "config.properties.exclude",
+}
+REGEX_LIST_KEYS = ("topics", "topics.exclude", "groups", "groups.exclude", "config.properties.exclude")
+
+# Our own keys; a flow inherits them from the top level, `A->B.mirrorflow.x` overrides.
+MIRRORFLOW_FLOW_KEYS: dict[str, KeySpec] = {
+    s.name: s
+    for s in [
+        KeySpec(
+            "mirrorflow.delivery",
+            "enum",
+            "exactly-once",
+            choices=("exactly-once", "at-least-once"),
+            case_insensitive=True,
+        ),
+        KeySpec(
+            "mirrorflow.copy.mode",
+            "enum",
+            "continuous",
+            choices=("continuous", "interval"),
+            case_insensitive=True,
+        ),
+        KeySpec("mirrorflow.copy.run.seconds", "long", "300"),
+        KeySpec("mirrorflow.schedule", "string", "@continuous"),
+        KeySpec("mirrorflow.provenance.headers", "bool", "false"),
+        KeySpec("mirrorflow.spark.master", "string", "local[*]"),
+    ]
+}
+MIRRORFLOW_CLUSTER_KEYS = {"mirrorflow.connection": KeySpec("mirrorflow.connection", "string", None)}
+
+# Top-level keys of MirrorMakerConfig itself and of the dedicated-mode Connect workers.
+TOP_LEVEL_KEYS: dict[str, KeySpec] = {
+    s.name: s
+    for s in [
+        KeySpec("clusters", "list", None),
+        KeySpec("config.providers", "list", ""),
+        KeySpec(
+            "dedicated.mode.enable.internal.rest",
+            "bool",
+            "false",
+            status="ignored",
+            why="no Connect REST server: Airflow coordinates the workers",
+        ),
+        KeySpec("listeners", "list", None, status="ignored", why=_CONNECT),
+        KeySpec("admin.listeners", "list", None, status="ignored", why=_CONNECT),
+    ]
+}
+WORKER_PREFIXES = (
+    "offset.storage", "config.storage", "status.storage", "key.converter", "value.converter",
+    "header.converter", "task", "worker", "rest.", "offset.flush", "exactly.once.source.support",
+    "group.id", "client.id", "scheduled.rebalance", "connect.protocol", "inter.worker", "plugin.path",
+    "connector.client.config.override.policy", "access.control.", "response.http.headers",
+    "topic.creation.enable",
+    "session.timeout.ms", "heartbeat.interval.ms", "rebalance.timeout.ms", "metadata.max.age.ms",
+    "request.timeout.ms", "listeners", "admin.listeners", "metrics.",
+)  # fmt: skip
+"""Connect worker keys (dedicated mode builds a worker per flow from `<target>.<key>` and top-level keys)."""
+
+CLIENT_PREFIXES = ("producer.", "consumer.", "admin.")
+
+
+def is_worker_key(key: str) -> bool:
+    return key.startswith(WORKER_PREFIXES)
+
+
+def is_secret_key(key: str) -> bool:
+    """Keys whose values are credentials or key material, shown as `***` everywhere."""
+    lowered = key.lower()
+    return (
+        "password" in lowered
+        or "secret" in lowered
+        or "jaas.config" in lowered
+        or "oauthbearer.config" in lowered
+        or lowered.endswith((".pem", ".key", "keystore.key", "user.info"))
+    )
+
+
+def flow_key_spec(key: str) -> KeySpec | None:
+    """The spec of a key a flow's settings may carry (connector, flow-only or mirrorflow key)."""
+    return CONNECTOR_KEYS.get(key) or FLOW_ONLY_KEYS.get(key) or MIRRORFLOW_FLOW_KEYS.get(key)
+
+
+def suggest(key: str, candidates: Iterable[str]) -> str | None:
+    """Closest known name for a misspelt key (`sync.group.offsets` → `sync.group.offsets.enabled`)."""
+    matches = difflib.get_close_matches(key, list(candidates), n=1, cutoff=0.75)
+    if matches:
+        return matches[0]
+    longer = sorted(c for c in candidates if c.startswith(key + "."))
+    return longer[0] if len(longer) == 1 else None

@@ -1,0 +1,246 @@
+"""The loaded configuration: immutable, JSON-serialisable models handed to every other layer.
+
+A `Flow` carries everything one `source->target` replication needs, already composed with MM2's precedence,
+so it can be shipped as JSON to an Airflow task or a Spark executor (`to_json(reveal_secrets=True)` there, and
+`Flow.from_json` on arrival). Everywhere else secrets stay masked: `model_dump(mode="json")` shows `***`.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from mirrorflow.config.clients import ClientConfig
+from mirrorflow.config.issues import Issue
+from mirrorflow.config.keys import (
+    DEFAULT_CONFIG_PROPERTIES_EXCLUDE,
+    DEFAULT_GROUPS_EXCLUDE,
+    DEFAULT_POLICY,
+    DEFAULT_TOPICS_EXCLUDE,
+)
+from mirrorflow.core.errors import UsageError
+from mirrorflow.core.patterns import parse_list
+from mirrorflow.core.replication_policy import ReplicationPolicy, load_replication_policy
+
+_FROZEN = ConfigDict(frozen=True)
+
+TYPED_FIELDS: dict[str, str] = {
+    # Flow field -> the MM2 (or mirrorflow.*) key it is read from.
+    "enabled": "enabled",
+    "topics": "topics",
+    "topics_exclude": "topics.exclude",
+    "groups": "groups",
+    "groups_exclude": "groups.exclude",
+    "config_properties_exclude": "config.properties.exclude",
+    "use_defaults_from": "use.defaults.from",
+    "replication_policy_class": "replication.policy.class",
+    "replication_policy_separator": "replication.policy.separator",
+    "internal_topic_separator_enabled": "replication.policy.internal.topic.separator.enabled",
+    "replication_factor": "replication.factor",
+    "offset_syncs_topic_replication_factor": "offset-syncs.topic.replication.factor",
+    "checkpoints_topic_replication_factor": "checkpoints.topic.replication.factor",
+    "heartbeats_topic_replication_factor": "heartbeats.topic.replication.factor",
+    "offset_syncs_topic_location": "offset-syncs.topic.location",
+    "emit_offset_syncs_enabled": "emit.offset-syncs.enabled",
+    "offset_lag_max": "offset.lag.max",
+    "refresh_topics_enabled": "refresh.topics.enabled",
+    "refresh_topics_interval_seconds": "refresh.topics.interval.seconds",
+    "sync_topic_configs_enabled": "sync.topic.configs.enabled",
+    "sync_topic_configs_interval_seconds": "sync.topic.configs.interval.seconds",
+    "sync_topic_acls_enabled": "sync.topic.acls.enabled",
+    "sync_topic_acls_interval_seconds": "sync.topic.acls.interval.seconds",
+    "refresh_groups_enabled": "refresh.groups.enabled",
+    "refresh_groups_interval_seconds": "refresh.groups.interval.seconds",
+    "emit_checkpoints_enabled": "emit.checkpoints.enabled",
+    "emit_checkpoints_interval_seconds": "emit.checkpoints.interval.seconds",
+    "sync_group_offsets_enabled": "sync.group.offsets.enabled",
+    "sync_group_offsets_interval_seconds": "sync.group.offsets.interval.seconds",
+    "emit_heartbeats_enabled": "emit.heartbeats.enabled",
+    "emit_heartbeats_interval_seconds": "emit.heartbeats.interval.seconds",
+    "heartbeats_replication_enabled": "heartbeats.replication.enabled",
+    "admin_timeout_ms": "admin.timeout.ms",
+    "consumer_poll_timeout_ms": "consumer.poll.timeout.ms",
+    "delivery": "mirrorflow.delivery",
+    "copy_mode": "mirrorflow.copy.mode",
+    "copy_run_seconds": "mirrorflow.copy.run.seconds",
+    "schedule": "mirrorflow.schedule",
+    "provenance_headers": "mirrorflow.provenance.headers",
+    "spark_master": "mirrorflow.spark.master",
+}
+
+
+class ClusterConfig(BaseModel):
+    """One cluster alias: how to reach it (MM2's `clientConfig(alias)`), and its Airflow connection id."""
+
+    model_config = _FROZEN
+
+    alias: str
+    bootstrap_servers: str | None = None
+    connection: str | None = None
+    replication_policy_class: str = DEFAULT_POLICY
+    replication_policy_separator: str = "."
+    internal_topic_separator_enabled: bool = True
+    consumer: ClientConfig = ClientConfig()
+    producer: ClientConfig = ClientConfig()
+    admin: ClientConfig = ClientConfig()
+
+    def policy(self, source_alias: str | None = None) -> ReplicationPolicy:
+        """The naming policy as RemoteClusterUtils sees it from this cluster (`source_alias` for Identity)."""
+        settings = {
+            "replication.policy.separator": self.replication_policy_separator,
+            "replication.policy.internal.topic.separator.enabled": str(
+                self.internal_topic_separator_enabled
+            ).lower(),
+        }
+        if source_alias is not None:
+            settings["source.cluster.alias"] = source_alias
+        return load_replication_policy(self.replication_policy_class, settings)
+
+
+class Flow(BaseModel):
+    """One `source->target` flow with its effective settings (MM2 key names) and typed values."""
+
+    model_config = _FROZEN
+
+    source: str
+    target: str
+    name: str
+    enabled: bool = True
+
+    # Filters (MirrorSourceConfig, MirrorCheckpointConfig, DefaultConfigPropertyFilter), split as LISTs.
+    topics: tuple[str, ...] = (".*",)
+    topics_exclude: tuple[str, ...] = parse_list(DEFAULT_TOPICS_EXCLUDE)
+    groups: tuple[str, ...] = (".*",)
+    groups_exclude: tuple[str, ...] = parse_list(DEFAULT_GROUPS_EXCLUDE)
+    config_properties_exclude: tuple[str, ...] = parse_list(DEFAULT_CONFIG_PROPERTIES_EXCLUDE)
+    use_defaults_from: Literal["source", "target"] = "target"
+
+    # Naming.
+    replication_policy_class: str = DEFAULT_POLICY
+    replication_policy_separator: str = "."
+    internal_topic_separator_enabled: bool = True
+
+    # Topics Mirrorflow creates.
+    replication_factor: int = 2
+    offset_syncs_topic_replication_factor: int = 3
+    checkpoints_topic_replication_factor: int = 3
+    heartbeats_topic_replication_factor: int = 3
+    offset_syncs_topic_location: Literal["source", "target"] = "source"
+    emit_offset_syncs_enabled: bool = True
+    offset_lag_max: int = 100
+
+    # Periodic work.
+    refresh_topics_enabled: bool = True
+    refresh_topics_interval_seconds: int = 600
+    sync_topic_configs_enabled: bool = True
+    sync_topic_configs_interval_seconds: int = 600
+    sync_topic_acls_enabled: bool = True
+    sync_topic_acls_interval_seconds: int = 600
+    refresh_groups_enabled: bool = True
+    refresh_groups_interval_seconds: int = 600
+    emit_checkpoints_enabled: bool = True
+    emit_checkpoints_interval_seconds: int = 60
+    sync_group_offsets_enabled: bool = False
+    sync_group_offsets_interval_seconds: int = 60
+    emit_heartbeats_enabled: bool = True
+    emit_heartbeats_interval_seconds: int = 1
+    heartbeats_replication_enabled: bool = True
+    admin_timeout_ms: int = 60000
+    consumer_poll_timeout_ms: int = 1000
+
+    # Mirrorflow's own keys (`mirrorflow.*`).
+    delivery: Literal["exactly-once", "at-least-once"] = "exactly-once"
+    copy_mode: Literal["continuous", "interval"] = "continuous"
+    copy_run_seconds: int = 300
+    schedule: str = "@continuous"
+    provenance_headers: bool = False
+    spark_master: str = "local[*]"
+    source_connection: str | None = None
+    target_connection: str | None = None
+
+    settings: dict[str, str] = {}
+    """The connector config MM2 would build (provider references unresolved, secret keys shown as `***`)."""
+
+    source_consumer: ClientConfig = ClientConfig()
+    source_producer: ClientConfig = ClientConfig()
+    source_admin: ClientConfig = ClientConfig()
+    target_consumer: ClientConfig = ClientConfig()
+    target_producer: ClientConfig = ClientConfig()
+    target_admin: ClientConfig = ClientConfig()
+
+    def __hash__(self) -> int:  # the dict fields are unhashable; equal flows share their name
+        return hash(self.name)
+
+    def policy(self) -> ReplicationPolicy:
+        """The flow's replication policy, configured as MM2 configures it (with `source.cluster.alias`)."""
+        return load_replication_policy(self.replication_policy_class, self.policy_settings())
+
+    def policy_settings(self) -> dict[str, str]:
+        return {
+            "replication.policy.class": self.replication_policy_class,
+            "replication.policy.separator": self.replication_policy_separator,
+            "replication.policy.internal.topic.separator.enabled": str(
+                self.internal_topic_separator_enabled
+            ).lower(),
+            "source.cluster.alias": self.source,
+            "target.cluster.alias": self.target,
+        }
+
+    def to_json(self, reveal_secrets: bool = False) -> str:
+        """JSON for shipping to a worker; with `reveal_secrets` the receiver can build real clients."""
+        return self.model_dump_json(context={"reveal_secrets": reveal_secrets})
+
+    @classmethod
+    def from_json(cls, data: str | bytes) -> Flow:
+        return cls.model_validate_json(data)
+
+    def effective_settings(self) -> dict[str, str]:
+        """`settings` plus the value in force for every typed key the file leaves unset (MM2 key names)."""
+        effective = dict(self.settings)
+        for field_name, key in TYPED_FIELDS.items():
+            value = getattr(self, field_name)
+            if key in effective or value is None:
+                continue
+            if isinstance(value, bool):
+                effective[key] = str(value).lower()
+            elif isinstance(value, tuple):
+                effective[key] = ", ".join(value)
+            else:
+                effective[key] = str(value)
+        return dict(sorted(effective.items()))
+
+
+class UnknownFlowError(UsageError, KeyError):
+    """A flow was named (`--flow A->B`) that the file does not enable."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
+
+
+class MirrorConfig(BaseModel):
+    """A validated mm2.properties: the flows this node runs and what the operator should know."""
+
+    model_config = _FROZEN
+
+    path: str
+    clusters: dict[str, ClusterConfig]
+    flows: tuple[Flow, ...]
+    """Enabled flows whose target is in the `--clusters` subset (all targets when no subset is given)."""
+    heartbeat_pairs: tuple[tuple[str, str], ...]
+    """Pairs MM2 runs a herder for (flow enabled, or heartbeats on for the pair), after the subset."""
+    heartbeat_flows: tuple[Flow, ...] = ()
+    """A `Flow` for each heartbeat pair, enabled or not: heartbeats need its target clients and intervals."""
+    ignored_keys: tuple[str, ...] = ()
+    warnings: tuple[Issue, ...] = ()
+
+    def flow(self, name: str) -> Flow:
+        """The enabled flow named `A->B`; `UnknownFlowError` (a UsageError and a KeyError) if it does not run."""
+        for flow in self.flows:
+            if flow.name == name:
+                return flow
+        enabled = ", ".join(f.name for f in self.flows) or "none"
+        raise UnknownFlowError(
+            f"{self.path}: flow '{name}' is not enabled (enabled flows: {enabled}); "
+            f"set '{name}.enabled = true' or pick one of those"
+        )

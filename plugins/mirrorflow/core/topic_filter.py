@@ -1,0 +1,41 @@
+"""MM2's `TopicFilter` / `DefaultTopicFilter`: which source topics a flow replicates (and checkpoints).
+
+Rule: replicate = matches `topics` AND NOT matches `topics.exclude` (full-match Java regex LISTs, see
+`mirrorflow.core.patterns`). `topics=` (empty) replicates nothing; `topics.exclude=` excludes nothing.
+Defaults are those of the MM2 release Mirrorflow pins (Kafka 4.3.1); MM2 4.0 excluded `.*[\\-\\.]internal`
+instead of `mm2.*\\.internal`, which only matters where the filter is used without `is_internal_topic`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Protocol, runtime_checkable
+
+from mirrorflow.core.patterns import compile_patterns, matches, parse_list
+
+TOPICS_KEY = "topics"
+TOPICS_EXCLUDE_KEY = "topics.exclude"
+DEFAULT_TOPICS = ".*"
+DEFAULT_TOPICS_EXCLUDE = r"mm2.*\.internal, .*\.replica, __.*"
+
+
+@runtime_checkable
+class TopicFilter(Protocol):
+    def should_replicate_topic(self, topic: str) -> bool: ...
+
+
+class DefaultTopicFilter:
+    """Include and exclude regex LISTs, given as the raw MM2 setting strings."""
+
+    def __init__(self, topics: str = DEFAULT_TOPICS, topics_exclude: str = DEFAULT_TOPICS_EXCLUDE) -> None:
+        self._include = compile_patterns(parse_list(topics), key=TOPICS_KEY)
+        self._exclude = compile_patterns(parse_list(topics_exclude), key=TOPICS_EXCLUDE_KEY)
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, str]) -> DefaultTopicFilter:
+        return cls(
+            settings.get(TOPICS_KEY, DEFAULT_TOPICS), settings.get(TOPICS_EXCLUDE_KEY, DEFAULT_TOPICS_EXCLUDE)
+        )
+
+    def should_replicate_topic(self, topic: str) -> bool:
+        return matches(self._include, topic) and not matches(self._exclude, topic)

@@ -1,0 +1,74 @@
+"""Topic ACL admin calls, speaking `mirrorflow.core.acl_rules.AclBinding` (Kafka's enum names as strings)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AclBinding as _KafkaAclBinding
+from confluent_kafka.admin import (
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+)
+
+from mirrorflow.core.acl_rules import AclBinding
+from mirrorflow.kafka.errors import KafkaOperationError, error_code
+
+
+class SecurityDisabled(Exception):
+    """The cluster has no authorizer, so there are no ACLs to read or write."""
+
+
+def describe_topic_acls(admin: AdminClient, cluster: str, timeout_s: float) -> list[AclBinding]:
+    """All topic ACL bindings, of every pattern type; raises SecurityDisabled without an authorizer."""
+    acl_filter = AclBindingFilter(
+        ResourceType.TOPIC, None, ResourcePatternType.ANY, None, None, AclOperation.ANY, AclPermissionType.ANY
+    )
+    try:
+        found = admin.describe_acls(acl_filter, request_timeout=timeout_s).result()
+    except KafkaException as err:
+        if error_code(err) == KafkaError.SECURITY_DISABLED:
+            raise SecurityDisabled(cluster) from err
+        raise KafkaOperationError(cluster, "describing topic ACLs", err) from err
+    return [_from_kafka(b) for b in found]
+
+
+def create_acls(admin: AdminClient, cluster: str, bindings: Sequence[AclBinding], timeout_s: float) -> None:
+    if not bindings:
+        return
+    futures = admin.create_acls([_to_kafka(b) for b in bindings], request_timeout=timeout_s)
+    for binding, future in futures.items():
+        try:
+            future.result()
+        except KafkaException as err:
+            if error_code(err) == KafkaError.SECURITY_DISABLED:
+                raise SecurityDisabled(cluster) from err
+            raise KafkaOperationError(cluster, f"creating ACL on '{binding.name}'", err) from err
+
+
+def _from_kafka(b: _KafkaAclBinding) -> AclBinding:
+    return AclBinding(
+        resource_type=b.restype.name,
+        resource_name=b.name,
+        pattern_type=b.resource_pattern_type.name,
+        principal=b.principal,
+        host=b.host,
+        operation=b.operation.name,
+        permission_type=b.permission_type.name,
+    )
+
+
+def _to_kafka(b: AclBinding) -> _KafkaAclBinding:
+    return _KafkaAclBinding(
+        ResourceType[b.resource_type],
+        b.resource_name,
+        ResourcePatternType[b.pattern_type],
+        b.principal,
+        b.host,
+        AclOperation[b.operation],
+        AclPermissionType[b.permission_type],
+    )

@@ -1,0 +1,88 @@
+"""Sample records and whole-topic reads, for the demo and for checks that a copy is identical."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+Record = tuple[bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...], int]
+
+
+def produce_orders(bootstrap: str, topic: str, *, count: int, partitions: int) -> int:
+    """`count` order events over `partitions` partitions: keys, JSON values, headers, some tombstones."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
+        try:
+            future.result()
+        except Exception as err:  # an existing topic is fine for a re-run
+            if "TOPIC_ALREADY_EXISTS" not in str(err):
+                raise
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    now = int(time.time() * 1000)
+    for i in range(count):
+        key = f"customer-{i % 97}".encode()
+        value = None if i % 50 == 49 else f'{{"order": {i}, "amount": {i % 1000 / 10}}}'.encode()
+        headers = [("source", b"demo"), ("trace", f"{i:08x}".encode())]
+        producer.produce(topic, key=key, value=value, headers=headers, timestamp=now - (count - i) * 10)
+        if i % 500 == 0:
+            producer.poll(0)
+    producer.flush(30)
+    return count
+
+
+def consume_group(bootstrap: str, topic: str, group: str, *, count: int) -> int:
+    """Consume `count` records in group `group` and commit, leaving a position to translate later."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe([topic])
+    seen = 0
+    deadline = time.monotonic() + 60
+    try:
+        while seen < count and time.monotonic() < deadline:
+            for m in consumer.consume(min(100, count - seen), timeout=1.0):
+                if m.error() is None:
+                    seen += 1
+        consumer.commit(asynchronous=False)
+    finally:
+        consumer.close()
+    return seen
+
+
+def read_topic(bootstrap: str, topic: str, timeout_s: float = 30.0) -> dict[int, list[Record]]:
+    """Every committed record of `topic` by partition, in order (empty if the topic does not exist)."""
+    consumer: Any = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "mirrorflow-check", "enable.partition.eof": True}
+    )
+    try:
+        metadata = consumer.list_topics(topic, timeout=10).topics.get(topic)
+        if metadata is None or metadata.error is not None:
+            return {}
+        out: dict[int, list[Record]] = {p: [] for p in metadata.partitions}
+        pending = set()
+        assignment = []
+        for p in metadata.partitions:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            if high > low:
+                pending.add(p)
+                assignment.append(TopicPartition(topic, p, low))
+        consumer.assign(assignment)
+        deadline = time.monotonic() + timeout_s
+        while pending and time.monotonic() < deadline:
+            for m in consumer.consume(1000, timeout=0.5):
+                if m.error() is not None:
+                    if m.error().code() == KafkaError._PARTITION_EOF:
+                        pending.discard(m.partition())
+                    continue
+                out[m.partition()].append((m.key(), m.value(), tuple(m.headers() or ()), m.timestamp()[1]))
+        return out
+    finally:
+        consumer.close()

@@ -1,0 +1,176 @@
+"""Topic, partition and topic-config admin calls, returning plain data for the replication layer."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigResource,
+    ConfigSource,
+    NewPartitions,
+    NewTopic,
+    ResourceType,
+)
+from confluent_kafka.admin import ConfigEntry as _KafkaConfigEntry
+
+from mirrorflow.kafka.errors import KafkaOperationError, error_code
+
+
+@dataclass(frozen=True)
+class ConfigValue:
+    """One topic config as the broker describes it; `source` is Kafka's ConfigSource name."""
+
+    name: str
+    value: str | None
+    source: str
+    is_default: bool
+    read_only: bool
+    sensitive: bool
+
+
+@dataclass(frozen=True)
+class NewTopicSpec:
+    name: str
+    partitions: int
+    replication_factor: int
+    configs: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class ConfigChange:
+    """An incrementalAlterConfigs operation: `SET` a value or `DELETE` the override."""
+
+    name: str
+    op: str
+    value: str | None = None
+
+
+def list_topic_partitions(admin: AdminClient, cluster: str, timeout_s: float) -> dict[str, int]:
+    """Every topic with its partition count (internal ones included; callers filter by policy)."""
+    try:
+        metadata = admin.list_topics(timeout=timeout_s)
+    except KafkaException as err:
+        raise KafkaOperationError(cluster, "listing topics", err) from err
+    return {name: len(t.partitions) for name, t in metadata.topics.items() if t.error is None}
+
+
+def create_topics(
+    admin: AdminClient, cluster: str, specs: Sequence[NewTopicSpec], timeout_s: float
+) -> dict[str, str | None]:
+    """Create topics; returns per topic None (created), "exists", or raises for any other failure."""
+    if not specs:
+        return {}
+    new = [
+        NewTopic(
+            s.name,
+            num_partitions=s.partitions,
+            replication_factor=s.replication_factor,
+            config=dict(s.configs),
+        )
+        for s in specs
+    ]
+    futures = admin.create_topics(new, request_timeout=timeout_s, operation_timeout=timeout_s)
+    outcome: dict[str, str | None] = {}
+    for name, future in futures.items():
+        try:
+            future.result()
+            outcome[name] = None
+        except KafkaException as err:
+            if error_code(err) == KafkaError.TOPIC_ALREADY_EXISTS:
+                outcome[name] = "exists"
+            else:
+                raise KafkaOperationError(cluster, f"creating topic '{name}'", err) from err
+    return outcome
+
+
+def create_compacted_topic(
+    admin: AdminClient, cluster: str, name: str, replication_factor: int, timeout_s: float
+) -> bool:
+    """MM2's internal-topic creation: one compacted partition; exists or not authorised counts as present.
+
+    Returns True when this call created the topic.
+    """
+    spec = NewTopicSpec(name, 1, replication_factor, {"cleanup.policy": "compact"})
+    try:
+        return create_topics(admin, cluster, [spec], timeout_s)[name] is None
+    except KafkaOperationError as err:
+        if err.code in (KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED):
+            return False
+        raise
+
+
+def create_partitions(admin: AdminClient, cluster: str, counts: Mapping[str, int], timeout_s: float) -> None:
+    """Grow topics to the given partition counts (Kafka never shrinks; a count already reached is fine)."""
+    if not counts:
+        return
+    futures = admin.create_partitions(
+        [NewPartitions(topic, count) for topic, count in counts.items()], request_timeout=timeout_s
+    )
+    for topic, future in futures.items():
+        try:
+            future.result()
+        except KafkaException as err:
+            if error_code(err) != KafkaError.INVALID_PARTITIONS:
+                raise KafkaOperationError(cluster, f"adding partitions to '{topic}'", err) from err
+
+
+def describe_topic_configs(
+    admin: AdminClient, cluster: str, topics: Sequence[str], timeout_s: float
+) -> dict[str, dict[str, ConfigValue]]:
+    if not topics:
+        return {}
+    resources = [ConfigResource(ResourceType.TOPIC, t) for t in topics]
+    futures = admin.describe_configs(resources, request_timeout=timeout_s)
+    described: dict[str, dict[str, ConfigValue]] = {}
+    for resource, future in futures.items():
+        try:
+            entries = future.result()
+        except KafkaException as err:
+            raise KafkaOperationError(cluster, f"describing configs of topic '{resource.name}'", err) from err
+        described[resource.name] = {
+            name: ConfigValue(
+                name=name,
+                value=e.value,
+                source=_source_name(e.source),
+                is_default=bool(e.is_default),
+                read_only=bool(e.is_read_only),
+                sensitive=bool(e.is_sensitive),
+            )
+            for name, e in entries.items()
+        }
+    return described
+
+
+def _source_name(source: object) -> str:
+    """Kafka's ConfigSource name; describe results carry the enum's int value, not the enum."""
+    if isinstance(source, ConfigSource):
+        return str(source.name)
+    try:
+        return str(ConfigSource(int(source)).name)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        return "UNKNOWN_CONFIG"
+
+
+def alter_topic_configs(
+    admin: AdminClient, cluster: str, changes: Mapping[str, Sequence[ConfigChange]], timeout_s: float
+) -> None:
+    """incrementalAlterConfigs, one resource per topic; only the given keys change."""
+    resources = []
+    for topic, topic_changes in changes.items():
+        if not topic_changes:
+            continue
+        entries = [
+            _KafkaConfigEntry(c.name, c.value, incremental_operation=AlterConfigOpType[c.op]) for c in topic_changes
+        ]
+        resources.append(ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries))
+    if not resources:
+        return
+    for resource, future in admin.incremental_alter_configs(resources, request_timeout=timeout_s).items():
+        try:
+            future.result()
+        except KafkaException as err:
+            raise KafkaOperationError(cluster, f"altering configs of topic '{resource.name}'", err) from err

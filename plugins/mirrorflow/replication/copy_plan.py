@@ -1,0 +1,137 @@
+"""Planning the copy on the driver: one `CopyTask` per replicated source partition.
+
+A range is never split across tasks, so per-partition order holds whatever Spark does. The end offset of an
+interval run is the source end seen now (the last stable offset in exactly-once mode, so that a read_committed
+reader can reach it); resume points are not decided here but by each task after it has fenced older attempts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from mirrorflow.config.model import Flow
+from mirrorflow.core.offset_map import offset_map_topic
+from mirrorflow.core.progress import progress_topic
+from mirrorflow.kafka.clients import admin_client
+from mirrorflow.kafka.offsets import list_offsets
+from mirrorflow.replication.copy_range import CopyResult, CopyTask
+from mirrorflow.replication.discovery import FlowPlan
+
+
+@dataclass(frozen=True)
+class SourcePartitions:
+    """A replicated source topic: its remote name and partition count (from discovery)."""
+
+    topic: str
+    remote_topic: str
+    partitions: int
+
+
+def internal_separator(flow: Flow) -> str:
+    """The separator MM2 puts in internal-topic names (KIP-949)."""
+    return flow.replication_policy_separator if flow.internal_topic_separator_enabled else "."
+
+
+def transactional_id(flow: Flow, topic: str, partition: int) -> str:
+    """Fixed per flow and source partition, so any later attempt fences every earlier one."""
+    return f"mirrorflow|{flow.source}->{flow.target}|{topic}|{partition}"
+
+
+def plan_copy(
+    flow: Flow,
+    topics: list[SourcePartitions],
+    *,
+    interval: bool,
+    run_seconds: float | None = None,
+    end_offsets: Mapping[tuple[str, int], int] | None = None,
+) -> list[CopyTask]:
+    """The copy tasks of one run; `interval` copies up to the source end seen now, else runs `run_seconds`."""
+    exactly_once = flow.delivery == "exactly-once"
+    if interval and end_offsets is None:
+        admin = admin_client(flow.source_admin.librdkafka())
+        wanted = [(t.topic, p) for t in topics for p in range(t.partitions)]
+        end_offsets = list_offsets(
+            admin,
+            flow.source,
+            wanted,
+            latest=True,
+            read_committed=exactly_once,
+            timeout_s=flow.admin_timeout_ms / 1000,
+        )
+    sep = internal_separator(flow)
+    policy = flow.policy()
+    syncs_on_target = flow.offset_syncs_topic_location == "target"
+    syncs_topic = None
+    if flow.emit_offset_syncs_enabled:
+        syncs_topic = policy.offset_syncs_topic(flow.source if syncs_on_target else flow.target)
+    syncs_producer = (flow.target_producer if syncs_on_target else flow.source_producer).librdkafka()
+    source_consumer = flow.source_consumer.librdkafka()
+    target_producer = flow.target_producer.librdkafka()
+    target_consumer = flow.target_consumer.librdkafka()
+    tasks = []
+    for t in topics:
+        for p in range(t.partitions):
+            tasks.append(
+                CopyTask(
+                    flow=flow.name,
+                    source=flow.source,
+                    target=flow.target,
+                    topic=t.topic,
+                    partition=p,
+                    remote_topic=t.remote_topic,
+                    end=end_offsets[(t.topic, p)] if interval and end_offsets is not None else None,
+                    run_seconds=None if interval else run_seconds,
+                    exactly_once=exactly_once,
+                    start_at_latest=source_consumer.get("auto.offset.reset", "earliest") == "latest",
+                    transactional_id=transactional_id(flow, t.topic, p),
+                    progress_topic=progress_topic(flow.source, sep),
+                    offset_map_topic=offset_map_topic(flow.source, sep),
+                    offset_syncs_topic=syncs_topic,
+                    offset_syncs_on_target=syncs_on_target,
+                    offset_lag_max=flow.offset_lag_max,
+                    provenance=flow.provenance_headers,
+                    timeout_s=flow.admin_timeout_ms / 1000,
+                    source_consumer=source_consumer,
+                    target_producer=target_producer,
+                    target_consumer=target_consumer,
+                    offset_syncs_producer=syncs_producer,
+                )
+            )
+    return tasks
+
+
+def summarise(results: list[CopyResult]) -> dict[str, object]:
+    """The job summary: totals plus one line per partition range (JSON-friendly)."""
+    records = sum(r.records for r in results)
+    latency_sum = sum(r.latency_sum_ms for r in results)
+    return {
+        "records": records,
+        "bytes": sum(r.bytes for r in results),
+        "dropped": sum(r.dropped for r in results),
+        "transactions": sum(r.transactions for r in results),
+        "offset_syncs": sum(r.offset_syncs for r in results),
+        "max_latency_ms": max((r.max_latency_ms for r in results), default=0),
+        "avg_latency_ms": round(latency_sum / records, 1) if records else 0.0,
+        "ranges": [
+            {
+                "topic": r.topic,
+                "partition": r.partition,
+                "remote_topic": r.remote_topic,
+                "start": r.start,
+                "next_upstream": r.next_upstream,
+                "downstream_end": r.downstream_end,
+                "records": r.records,
+            }
+            for r in sorted(results, key=lambda r: (r.topic, r.partition))
+        ],
+    }
+
+
+def copyable(plan: FlowPlan) -> list[SourcePartitions]:
+    """The partitions that can be copied now: those whose remote partition exists (topic sync creates the rest)."""
+    return [
+        SourcePartitions(t.topic, t.remote_topic, min(t.partitions, t.remote_partitions))
+        for t in plan.replicated()
+        if t.remote_partitions
+    ]

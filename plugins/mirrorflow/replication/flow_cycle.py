@@ -1,0 +1,249 @@
+"""One control-plane cycle of a flow, in MM2's order, as the one function the CLI and the Airflow tasks call:
+
+  discover -> sync_topics -> create_internal_topics -> sync_configs -> sync_acls -> heartbeat -> copy
+
+`dry_run=True` is `mirrorflow plan`: the same reads, the same report, no writes. `FlowSchedule` repeats the
+steps at MM2's cadences (`refresh.topics.interval.seconds`, `sync.topic.configs.interval.seconds`,
+`sync.topic.acls.interval.seconds`, `emit.heartbeats.interval.seconds`); all are due at the start, as MM2 runs
+them when its connectors start. A disabled feature (`*.enabled=false`) never runs; a disabled topic refresh
+runs once.
+
+The record copy is not part of this module: callers pass it as `copy`, a `CopyStep` that receives the fresh
+plan once remote topics, internal topics, configs and ACLs are in place.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from mirrorflow.config.model import Flow
+from mirrorflow.replication.acl_sync import AclSyncReport, sync_acls
+from mirrorflow.replication.config_sync import ConfigSyncReport, sync_configs
+from mirrorflow.replication.discovery import FlowPlan, discover
+from mirrorflow.replication.flow_clients import FlowClients
+from mirrorflow.replication.flow_rules import FlowRules
+from mirrorflow.replication.heartbeats import HeartbeatReport, emit_heartbeat
+from mirrorflow.replication.internal_topics import (
+    InternalTopicsReport,
+    create_internal_topics,
+    ensure_internal_topics,
+    heartbeats_topic,
+)
+from mirrorflow.replication.topic_sync import TopicSyncReport, sync_topics
+
+TOPICS = "topics"
+"""discover, sync_topics and create_internal_topics (MM2's topic refresh)."""
+CONFIGS = "configs"
+ACLS = "acls"
+HEARTBEAT = "heartbeat"
+COPY = "copy"
+ALL_STEPS: frozenset[str] = frozenset({TOPICS, CONFIGS, ACLS, HEARTBEAT, COPY})
+
+CopyStep = Callable[[Flow, FlowPlan, FlowClients], Any]
+"""Hook for the record copy: `copy(flow, plan, clients)` returns a JSON-friendly report (dataclass or dict)."""
+
+
+@dataclass(frozen=True)
+class ControlPlaneReport:
+    """What one cycle found and changed; `None` for a step that did not run in this cycle."""
+
+    flow: str
+    source: str
+    target: str
+    dry_run: bool
+    started_ms: int
+    duration_ms: int
+    steps: tuple[str, ...]
+    plan: FlowPlan | None = None
+    topics: TopicSyncReport | None = None
+    internal_topics: InternalTopicsReport | None = None
+    configs: ConfigSyncReport | None = None
+    acls: AclSyncReport | None = None
+    heartbeat: HeartbeatReport | None = None
+    copy: Any = None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        if dataclasses.is_dataclass(self.copy) and not isinstance(self.copy, type):
+            data["copy"] = dataclasses.asdict(self.copy)
+        return data
+
+
+def run_control_plane(
+    flow: Flow,
+    clients: FlowClients | None = None,
+    *,
+    steps: Collection[str] = ALL_STEPS,
+    dry_run: bool = False,
+    copy: CopyStep | None = None,
+    now_ms: int | None = None,
+) -> ControlPlaneReport:
+    """Run the due `steps` of one cycle for an enabled flow; each step is idempotent."""
+    unknown = set(steps) - ALL_STEPS
+    if unknown:
+        raise ValueError(f"unknown control-plane steps: {sorted(unknown)}")
+    own = clients is None
+    clients = clients or FlowClients(flow)
+    started = time.monotonic()
+    started_ms = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+    rules = FlowRules.of(flow)
+    ran: list[str] = []
+    parts: dict[str, Any] = {}
+    try:
+        needs_plan = bool({TOPICS, CONFIGS, ACLS} & set(steps)) or (COPY in steps and copy is not None)
+        plan = discover(flow, clients, rules=rules) if needs_plan else None
+        if TOPICS in steps and plan is not None:
+            parts["topics"] = sync_topics(flow, clients, plan, dry_run=dry_run, rules=rules)
+            parts["internal_topics"] = create_internal_topics(flow, clients, dry_run=dry_run, rules=rules)
+            ran.append(TOPICS)
+        if CONFIGS in steps and plan is not None:
+            parts["configs"] = sync_configs(flow, clients, plan, dry_run=dry_run, rules=rules)
+            ran.append(CONFIGS)
+        if ACLS in steps:
+            parts["acls"] = sync_acls(flow, clients, dry_run=dry_run, rules=rules)
+            ran.append(ACLS)
+        if HEARTBEAT in steps and flow.emit_heartbeats_enabled:
+            parts["heartbeat"] = emit_heartbeat(flow, clients, now_ms=now_ms, dry_run=dry_run, rules=rules)
+            ran.append(HEARTBEAT)
+        if COPY in steps and copy is not None and plan is not None and not dry_run:
+            parts["copy"] = copy(flow, plan, clients)
+            ran.append(COPY)
+    finally:
+        if own:
+            clients.close()
+    return ControlPlaneReport(
+        flow=flow.name,
+        source=flow.source,
+        target=flow.target,
+        dry_run=dry_run,
+        started_ms=started_ms,
+        duration_ms=int((time.monotonic() - started) * 1000),
+        steps=tuple(ran),
+        plan=plan,
+        **parts,
+    )
+
+
+def run_heartbeat_pair(
+    flow: Flow,
+    clients: FlowClients | None = None,
+    *,
+    steps: Collection[str] = (TOPICS, HEARTBEAT),
+    dry_run: bool = False,
+    now_ms: int | None = None,
+) -> ControlPlaneReport:
+    """A pair MM2 runs only a heartbeat herder for (flow not enabled): its `heartbeats` topic and heartbeats."""
+    own = clients is None
+    clients = clients or FlowClients(flow)
+    started = time.monotonic()
+    started_ms = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+    ran: list[str] = []
+    parts: dict[str, Any] = {}
+    try:
+        if TOPICS in steps:
+            topic = heartbeats_topic(flow)
+            parts["internal_topics"] = ensure_internal_topics(flow, clients, (topic,), dry_run=dry_run)
+            ran.append(TOPICS)
+        if HEARTBEAT in steps and flow.emit_heartbeats_enabled:
+            parts["heartbeat"] = emit_heartbeat(flow, clients, now_ms=now_ms, dry_run=dry_run)
+            ran.append(HEARTBEAT)
+    finally:
+        if own:
+            clients.close()
+    return ControlPlaneReport(
+        flow=flow.name,
+        source=flow.source,
+        target=flow.target,
+        dry_run=dry_run,
+        started_ms=started_ms,
+        duration_ms=int((time.monotonic() - started) * 1000),
+        steps=tuple(ran),
+        **parts,
+    )
+
+
+class FlowSchedule:
+    """When each step of one flow is next due, on a monotonic clock (seconds)."""
+
+    def __init__(self, flow: Flow, *, now: float, heartbeat_only: bool = False, copy: bool = False) -> None:
+        intervals: dict[str, float | None] = {TOPICS: None}
+        if not heartbeat_only:
+            if flow.refresh_topics_enabled:
+                intervals[TOPICS] = float(flow.refresh_topics_interval_seconds)
+            if flow.sync_topic_configs_enabled:
+                intervals[CONFIGS] = float(flow.sync_topic_configs_interval_seconds)
+            if flow.sync_topic_acls_enabled:
+                intervals[ACLS] = float(flow.sync_topic_acls_interval_seconds)
+            if copy:
+                intervals[COPY] = 0.0
+        if flow.emit_heartbeats_enabled:
+            intervals[HEARTBEAT] = float(flow.emit_heartbeats_interval_seconds)
+        self.flow = flow
+        self.heartbeat_only = heartbeat_only
+        self._intervals = intervals
+        self._next: dict[str, float] = {step: now for step in intervals}
+
+    def due(self, now: float) -> frozenset[str]:
+        return frozenset(step for step, at in self._next.items() if at <= now)
+
+    def done(self, steps: Collection[str], now: float) -> None:
+        for step in steps:
+            interval = self._intervals.get(step)
+            if interval is None:
+                self._next.pop(step, None)
+            elif step in self._next:
+                self._next[step] = now + interval
+
+    def next_due(self) -> float | None:
+        return min(self._next.values(), default=None)
+
+
+def run_loop(
+    flows: Sequence[Flow],
+    heartbeat_flows: Sequence[Flow] = (),
+    *,
+    seconds: float | None,
+    on_report: Callable[[ControlPlaneReport], None],
+    copy: CopyStep | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> None:
+    """Run the flows (and the heartbeat-only pairs) on their schedules for `seconds` (None: until
+    interrupted). Fails on the first error: a cycle that did not complete is never reported as done."""
+    start = clock()
+    deadline = None if seconds is None else start + seconds
+    clients: Mapping[str, FlowClients] = {f.name: FlowClients(f) for f in (*flows, *heartbeat_flows)}
+    schedules = [FlowSchedule(f, now=start, copy=copy is not None) for f in flows] + [
+        FlowSchedule(f, now=start, heartbeat_only=True) for f in heartbeat_flows
+    ]
+    try:
+        while True:
+            for schedule in schedules:
+                now = clock()
+                steps = schedule.due(now)
+                if not steps:
+                    continue
+                flow = schedule.flow
+                if schedule.heartbeat_only:
+                    report = run_heartbeat_pair(flow, clients[flow.name], steps=steps)
+                else:
+                    report = run_control_plane(flow, clients[flow.name], steps=steps, copy=copy)
+                schedule.done(steps, now)
+                on_report(report)
+            wake = min((t for s in schedules if (t := s.next_due()) is not None), default=None)
+            now = clock()
+            if deadline is not None and (wake is None or wake >= deadline or now >= deadline):
+                if now < deadline:
+                    sleep(deadline - now)
+                return
+            if wake is None:
+                return
+            if wake > now:
+                sleep(wake - now)
+    finally:
+        for c in clients.values():
+            c.close()

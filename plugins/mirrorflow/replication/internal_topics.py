@@ -1,0 +1,111 @@
+"""The internal topics a flow needs (MM2-FACTS §2.1), all compacted with one partition:
+
+* `heartbeats` on the target, RF `heartbeats.topic.replication.factor`;
+* `<source>.checkpoints.internal` on the target, RF `checkpoints.topic.replication.factor`;
+* `mm2-offset-syncs.<target>.internal` on the source (`offset-syncs.topic.location=source`, the default), or
+  `mm2-offset-syncs.<source>.internal` on the target (location `target`), RF `offset-syncs.topic.replication.factor`;
+* Mirrorflow's `mirrorflow-progress.<source>.internal` and `mirrorflow-offset-map.<source>.internal` on the
+  target, RF `checkpoints.topic.replication.factor`.
+
+Names come from the policy (a custom separator applies when
+`replication.policy.internal.topic.separator.enabled`, the default); no offset-syncs topic when
+`emit.offset-syncs.enabled=false`. As in MM2, a topic that exists already, or that we may not create
+(authorization), counts as present.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from mirrorflow.config.model import Flow
+from mirrorflow.core.offset_map import offset_map_topic
+from mirrorflow.core.progress import progress_topic
+from mirrorflow.kafka.topics import create_compacted_topic, list_topic_partitions
+from mirrorflow.replication.flow_clients import FlowClients
+from mirrorflow.replication.flow_rules import FlowRules
+
+Side = Literal["source", "target"]
+
+
+@dataclass(frozen=True)
+class InternalTopic:
+    name: str
+    cluster: str
+    side: Side
+    purpose: str
+    replication_factor: int
+
+
+@dataclass(frozen=True)
+class InternalTopicsReport:
+    flow: str
+    dry_run: bool
+    created: tuple[InternalTopic, ...]
+    """Created by this call (or, in a dry run, that would be)."""
+    present: tuple[str, ...]
+    """Already there (or created concurrently, or not ours to create for lack of authorization)."""
+
+
+def heartbeats_topic(flow: Flow, rules: FlowRules | None = None) -> InternalTopic:
+    policy = (rules or FlowRules.of(flow)).policy
+    return InternalTopic(
+        policy.heartbeats_topic(), flow.target, "target", "heartbeats", flow.heartbeats_topic_replication_factor
+    )
+
+
+def offset_syncs_topic(flow: Flow, rules: FlowRules | None = None) -> InternalTopic | None:
+    """Where MM2 writes offset syncs for this flow: named after the *other* cluster's alias."""
+    if not flow.emit_offset_syncs_enabled:
+        return None
+    policy = (rules or FlowRules.of(flow)).policy
+    rf = flow.offset_syncs_topic_replication_factor
+    if flow.offset_syncs_topic_location == "target":
+        return InternalTopic(policy.offset_syncs_topic(flow.source), flow.target, "target", "offset-syncs", rf)
+    return InternalTopic(policy.offset_syncs_topic(flow.target), flow.source, "source", "offset-syncs", rf)
+
+
+def flow_internal_topics(flow: Flow, rules: FlowRules | None = None) -> tuple[InternalTopic, ...]:
+    rules = rules or FlowRules.of(flow)
+    sep = rules.internal_separator
+    rf = flow.checkpoints_topic_replication_factor
+    topics = [
+        heartbeats_topic(flow, rules),
+        InternalTopic(rules.policy.checkpoints_topic(flow.source), flow.target, "target", "checkpoints", rf),
+    ]
+    syncs = offset_syncs_topic(flow, rules)
+    if syncs is not None:
+        topics.append(syncs)
+    topics.append(InternalTopic(progress_topic(flow.source, sep), flow.target, "target", "progress", rf))
+    topics.append(InternalTopic(offset_map_topic(flow.source, sep), flow.target, "target", "offset-map", rf))
+    return tuple(topics)
+
+
+def ensure_internal_topics(
+    flow: Flow, clients: FlowClients, topics: tuple[InternalTopic, ...], *, dry_run: bool = False
+) -> InternalTopicsReport:
+    created: list[InternalTopic] = []
+    present: list[str] = []
+    for side in ("source", "target"):
+        wanted = [t for t in topics if t.side == side]
+        if not wanted:
+            continue
+        admin = clients.admin(side)
+        existing = list_topic_partitions(admin, clients.alias(side), clients.timeout_s)
+        for topic in wanted:
+            if topic.name in existing:
+                present.append(topic.name)
+            elif dry_run or create_compacted_topic(
+                admin, topic.cluster, topic.name, topic.replication_factor, clients.timeout_s
+            ):
+                created.append(topic)
+            else:
+                present.append(topic.name)
+    return InternalTopicsReport(flow.name, dry_run, tuple(created), tuple(present))
+
+
+def create_internal_topics(
+    flow: Flow, clients: FlowClients, *, dry_run: bool = False, rules: FlowRules | None = None
+) -> InternalTopicsReport:
+    """Create whatever of `flow_internal_topics(flow)` is missing."""
+    return ensure_internal_topics(flow, clients, flow_internal_topics(flow, rules), dry_run=dry_run)

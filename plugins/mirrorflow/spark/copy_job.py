@@ -1,0 +1,124 @@
+"""The copy on Spark: the driver plans one task per source partition, executors run `copy_range`.
+
+Spark supplies what a replicator should not build for itself: scheduling across a cluster, task retries
+(a retried attempt fences the failed one through its transactional id), and placement. confluent-kafka moves
+the bytes because Spark's own Kafka sink can neither keep record timestamps nor report the offsets it wrote.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from mirrorflow.config.loader import load_config, split_cluster_args
+from mirrorflow.config.model import Flow
+from mirrorflow.core.errors import MirrorflowError
+from mirrorflow.replication.copy_plan import copyable, plan_copy, summarise
+from mirrorflow.replication.copy_range import CopyResult, CopyTask, copy_range
+from mirrorflow.replication.discovery import discover
+from mirrorflow.replication.flow_clients import FlowClients
+
+# Retries per task when the master is local (local[N] alone never retries; see docs/copy.md).
+LOCAL_TASK_ATTEMPTS = 3
+
+
+def effective_master(master: str) -> str:
+    """`local[N]` / `local[*]` gain a retry count (`local[N,F]`); other masters are used as given."""
+    m = re.fullmatch(r"local(?:\[(\*|\d+)\])?", master.strip())
+    if m is None:
+        return master
+    return f"local[{m.group(1) or 1},{LOCAL_TASK_ATTEMPTS}]"
+
+
+def spark_session(master: str, app_name: str) -> SparkSession:
+    builder = SparkSession.builder.appName(app_name)
+    if master:
+        builder = builder.master(effective_master(master))
+    if effective_master(master).startswith("local"):
+        # Local executors must run this interpreter (where mirrorflow and confluent-kafka are installed), not
+        # whatever `python3` is first on PATH; an in-process SparkContext reads only the environment for it.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    return (
+        builder.config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.task.maxFailures", str(LOCAL_TASK_ATTEMPTS))
+        .config("spark.python.worker.reuse", "true")
+        .getOrCreate()
+    )
+
+
+def _copy_partition(tasks: Iterable[CopyTask]) -> Iterator[CopyResult]:
+    for task in tasks:
+        yield copy_range(task)
+
+
+def run_copy_tasks(spark: SparkSession, tasks: list[CopyTask]) -> list[CopyResult]:
+    """Run every task as its own Spark task; a range that fails for good fails the job with its reason."""
+    if not tasks:
+        return []
+    rdd = spark.sparkContext.parallelize(tasks, len(tasks))
+    try:
+        results: list[CopyResult] = rdd.mapPartitions(_copy_partition).collect()
+    except Exception as err:  # py4j wraps the executor's Python exception in a Java one
+        raise MirrorflowError(f"the Spark copy job failed: {python_error_line(str(err))}") from None
+    return results
+
+
+def python_error_line(java_message: str) -> str:
+    """The executor's own exception line out of a Py4J/Spark error text (which carries the Python traceback)."""
+    lines = [line.strip() for line in java_message.splitlines()]
+    for marker in ("MirrorflowError:", "KafkaOperationError:", "Error:", "Exception:"):
+        for line in reversed(lines):
+            if marker in line and not line.startswith(("at ", "py4j", "org.apache")):
+                return line.split("mirrorflow.core.errors.", 1)[-1]
+    return lines[0] if lines else java_message
+
+
+def copy_flow(
+    flow: Flow, spark: SparkSession, *, interval: bool, run_seconds: float | None = None
+) -> dict[str, object]:
+    """One copy run of a flow: discover, plan one task per partition, run them on Spark, summarise."""
+    with FlowClients(flow) as clients:
+        plan = discover(flow, clients)
+    tasks = plan_copy(flow, copyable(plan), interval=interval, run_seconds=run_seconds)
+    summary = summarise(run_copy_tasks(spark, tasks))
+    summary["flow"] = flow.name
+    summary["mode"] = "interval" if interval else "continuous"
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`spark-submit spark_jobs/mirrorflow_copy.py CONFIG --flow A->B [--mode ...]`; prints the JSON summary."""
+    parser = argparse.ArgumentParser(prog="mirrorflow_copy", description="Copy one Mirrorflow flow on Spark.")
+    parser.add_argument("config", help="the mm2.properties file")
+    parser.add_argument("--flow", required=True, help="the flow to copy, e.g. A->B")
+    parser.add_argument("--clusters", nargs="*", default=None, help="MM2's --clusters subset")
+    parser.add_argument("--mode", choices=["interval", "continuous"], default=None, help="default: the flow's")
+    parser.add_argument("--run-seconds", type=float, default=None, help="continuous mode: how long to run")
+    parser.add_argument("--summary-file", default=None, help="also write the JSON summary here")
+    parser.add_argument("--master", default=None, help="Spark master (default: the flow's mirrorflow.spark.master)")
+    args = parser.parse_args(argv)
+    try:
+        flow = load_config(args.config, split_cluster_args(args.clusters) or None).flow(args.flow)
+        mode = args.mode or flow.copy_mode
+        run_seconds = args.run_seconds if args.run_seconds is not None else float(flow.copy_run_seconds)
+        spark = spark_session(args.master or flow.spark_master, f"mirrorflow-copy {flow.name}")
+        try:
+            summary = copy_flow(flow, spark, interval=mode == "interval", run_seconds=run_seconds)
+        finally:
+            spark.stop()
+    except MirrorflowError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return err.exit_code
+    text = json.dumps(summary, indent=2, sort_keys=True)
+    if args.summary_file:
+        Path(args.summary_file).write_text(text + "\n")
+    print(text)
+    return 0

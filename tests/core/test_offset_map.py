@@ -1,0 +1,501 @@
+"""The exact offset map against a brute-force model of the copied pairs, plus readable examples."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from mirrorflow.core.errors import MirrorflowError
+from mirrorflow.core.offset_map import (
+    OffsetMap,
+    Segment,
+    SegmentChanges,
+    decode_segment,
+    decode_segment_key,
+    encode_segment,
+    encode_segment_key,
+    offset_map_topic,
+)
+
+# ---- brute-force model ------------------------------------------------------------------------------------
+
+
+class Model:
+    """Every copied (upstream, downstream) pair, the consumed range and the downstream floor, naively."""
+
+    def __init__(self) -> None:
+        self.pairs: list[tuple[int, int]] = []
+        self.ever: set[tuple[int, int]] = set()  # survives rewinds
+        self.start: int | None = None
+        self.up_end: int | None = None
+        self.floor: int | None = None
+        self.cuts: set[int] = set()  # a run cannot continue here: its beginning was pruned away whole
+
+    def replicated_end(self) -> int | None:
+        ends = [self.pairs[-1][1] + 1] if self.pairs else []
+        if self.floor is not None:
+            ends.append(self.floor)
+        return max(ends) if ends else None
+
+    def record(self, u: int, d: int) -> None:
+        if self.start is None:
+            self.start = u
+        self.pairs.append((u, d))
+        self.ever.add((u, d))
+        self.up_end = u + 1
+
+    def consume(self, upstream_end: int, downstream_end: int | None) -> None:
+        if self.start is None:
+            self.start = upstream_end
+        self.up_end = upstream_end
+        if downstream_end is not None:
+            self.floor = downstream_end if self.floor is None else max(self.floor, downstream_end)
+
+    def prune(self, x: int) -> None:
+        if self.start is not None and self.up_end is not None:
+            self.start = max(self.start, min(x, self.up_end))
+            if self.pairs and self.pairs[-1][0] < self.start:
+                self.cuts.add(self.pairs[-1][0] + 1)
+
+    def rewind(self, x: int) -> None:
+        if self.start is None:
+            self.start = self.up_end = x
+            return
+        self.floor = self.replicated_end()
+        self.pairs = [p for p in self.pairs if p[0] < x]
+        self.cuts = {c for c in self.cuts if c <= x}
+        self.start = min(self.start, x)
+        self.up_end = x
+
+    def translate(self, offset: int) -> int | None:
+        if self.start is None or self.up_end is None or not self.start <= offset <= self.up_end:
+            return None
+        return next((d for u, d in self.pairs if u >= offset), self.replicated_end())
+
+    def runs(self) -> list[Segment]:
+        """Maximal runs of the pairs, without those wholly below start (what the map must hold)."""
+        runs: list[list[int]] = []
+        for u, d in self.pairs:
+            if runs and u == runs[-1][0] + runs[-1][2] and d == runs[-1][1] + runs[-1][2] and u not in self.cuts:
+                runs[-1][2] += 1
+            else:
+                runs.append([u, d, 1])
+        assert self.start is not None or not runs
+        return [Segment(u, d, n) for u, d, n in runs if self.start is not None and u + n > self.start]
+
+
+def check_invariants(m: OffsetMap) -> None:
+    """I1-I6 of offset_map's docstring, through the public API only."""
+    segs = m.segments()
+    if m.start is None:
+        assert m.upstream_end is None and not segs and m.downstream_end is None
+        return
+    assert m.upstream_end is not None and m.start <= m.upstream_end
+    for a, b in itertools.pairwise(segs):
+        assert b.upstream_start >= a.upstream_end and b.downstream_start >= a.downstream_end  # I1
+        assert not (b.upstream_start == a.upstream_end and b.downstream_start == a.downstream_end)  # I3
+    for s in segs:
+        assert s.length >= 1 and m.start < s.upstream_end <= m.upstream_end  # I2, I5
+    if segs:
+        end = m.downstream_end
+        assert end is not None and end >= segs[-1].downstream_end  # I6
+
+
+# ---- random copy histories ---------------------------------------------------------------------------------
+
+copy_op = st.tuples(
+    st.just("copy"),
+    st.lists(st.tuples(st.sampled_from([0, 0, 0, 1, 3]), st.sampled_from([0, 0, 0, 1, 2])), min_size=1, max_size=6),
+)
+forward_ops = st.one_of(
+    copy_op,
+    copy_op,
+    st.tuples(st.just("drop"), st.integers(1, 3)),
+    st.tuples(st.just("consume"), st.integers(0, 2), st.sampled_from([None, -1, 0, 1, 2])),
+    st.tuples(st.just("prune"), st.integers(0, 12)),
+    st.tuples(st.just("flush"), st.booleans()),
+    st.tuples(st.just("stage")),
+    st.tuples(st.just("syncs"), st.booleans()),
+)
+ops = st.one_of(forward_ops, st.tuples(st.just("rewind"), st.integers(0, 8)))
+
+
+class Harness:
+    """One history on three maps (per record, batched, as runs), the model, a simulated offset-map topic."""
+
+    def __init__(self, begin: int | None, lag: int) -> None:
+        self.maps = {"record": OffsetMap(begin), "batch": OffsetMap(begin), "run": OffsetMap(begin)}
+        self.model = Model()
+        if begin is not None:
+            self.model.start = self.model.up_end = begin
+        self.lag = lag
+        self.syncs: list[tuple[int, int]] = []
+        self.stored: dict[int, Segment] = {}
+        self.staged: SegmentChanges | None = None
+        self.resumed: OffsetMap | None = None  # restored from the topic at the last commit, then copying on
+
+    def apply(self, op: tuple[Any, ...]) -> None:
+        kind, model, ref = op[0], self.model, self.maps["record"]
+        if kind == "copy":
+            pairs = []
+            u = model.up_end if model.up_end is not None else 5
+            d = model.replicated_end() if model.replicated_end() is not None else 7
+            assert d is not None
+            for du, dd in op[1]:
+                u, d = u + du, d + dd
+                pairs.append((u, d))
+                u, d = u + 1, d + 1
+            for u, d in pairs:
+                ref.record(u, d)
+                model.record(u, d)
+                if self.resumed is not None:
+                    self.resumed.record(u, d)
+            self.maps["batch"].record_batch([p[0] for p in pairs], [p[1] for p in pairs])
+            run_start = 0
+            for i in range(1, len(pairs) + 1):
+                if i == len(pairs) or pairs[i] != (pairs[i - 1][0] + 1, pairs[i - 1][1] + 1):
+                    u, d = pairs[run_start]
+                    self.maps["run"].record_run(u, d, i - run_start)
+                    run_start = i
+        elif kind == "drop":
+            base = model.up_end if model.up_end is not None else 5
+            self._all(lambda m: m.mark_consumed(base + op[1]))
+            model.consume(base + op[1], None)
+        elif kind == "consume":
+            base = model.up_end if model.up_end is not None else 5
+            end = model.replicated_end()
+            floor = None if op[2] is None or end is None else max(end + op[2], 0)
+            self._all(lambda m: m.mark_consumed(base + op[1], downstream_end=floor))
+            model.consume(base + op[1], floor)
+        elif kind == "prune":  # the copy emits the syncs of a batch before it prunes
+            self.syncs += ref.offset_syncs(self.lag)
+            x = (model.start or 0) + op[1]
+            self._all(lambda m: m.prune_below(x))
+            model.prune(x)
+        elif kind == "rewind" and model.up_end is not None:
+            x = max(model.up_end - op[1], 0)
+            self._all(lambda m: m.rewind(x))
+            model.rewind(x)
+        elif kind == "stage":  # changes taken for a transaction that commits only after later changes
+            self.staged = ref.unflushed()
+        elif kind == "flush":
+            self.flush(commit=op[1])
+        elif kind == "syncs":
+            self.syncs += ref.offset_syncs(self.lag, flush_latest=op[1])
+
+    def _all(self, action: Any) -> None:
+        for m in [*self.maps.values(), *([self.resumed] if self.resumed is not None else [])]:
+            action(m)
+
+    def flush(self, *, commit: bool) -> None:
+        ref = self.maps["record"]
+        if not commit:  # the transaction aborted: nothing reached the topic
+            self.staged = None
+            return
+        if self.staged is not None:
+            self.write(self.staged)
+            self.staged = None
+        self.write(ref.unflushed())
+        assert {s.upstream_start: s for s in ref.segments()} == self.stored
+        assert ref.unflushed().upserts == () and ref.unflushed().deletes == ()
+        restored = OffsetMap.restore(
+            self.stored.values(), next_upstream=ref.upstream_end, downstream_end=ref.downstream_end
+        )
+        check_invariants(restored)
+        assert restored.segments() == ref.segments()
+        assert (restored.upstream_end, restored.downstream_end) == (ref.upstream_end, ref.downstream_end)
+        assert restored.unflushed().upserts == ()
+        if ref.start is None:
+            assert restored.start is None
+            return
+        assert restored.start is not None
+        for offset in range(max(restored.start, ref.start), (ref.upstream_end or 0) + 2):
+            assert restored.translate(offset) == ref.translate(offset), offset
+        restored.merge(ref.segments())  # re-applying stored segments changes nothing
+        assert restored.segments() == ref.segments()
+        self.resumed = restored
+
+    def write(self, changes: SegmentChanges) -> None:
+        for s in changes.upserts:
+            key, value = encode_segment("orders", 3, s)
+            assert decode_segment(key, value) == ("orders", 3, s)
+            self.stored[s.upstream_start] = s
+        for key_start in changes.deletes:
+            assert decode_segment_key(encode_segment_key("orders", 3, key_start)) == ("orders", 3, key_start)
+            self.stored.pop(key_start, None)
+        self.maps["record"].mark_flushed(changes)
+
+    def check(self) -> None:
+        model, ref = self.model, self.maps["record"]
+        for m in self.maps.values():
+            check_invariants(m)
+            assert m.segments() == tuple(model.runs())
+            assert (m.start, m.upstream_end, m.downstream_end) == (
+                model.start,
+                model.up_end,
+                model.replicated_end(),
+            )
+        for offset in range((model.up_end or 0) + 3):
+            assert ref.translate(offset) == model.translate(offset), offset
+        if self.resumed is not None:  # a crash and resume loses at most the history below its first segment
+            m = self.resumed
+            check_invariants(m)
+            assert (m.segments(), m.upstream_end, m.downstream_end) == (
+                ref.segments(),
+                ref.upstream_end,
+                ref.downstream_end,
+            )
+            for offset in range(max(m.start or 0, ref.start or 0), (model.up_end or 0) + 3):
+                assert m.translate(offset) == ref.translate(offset), offset
+
+    def check_syncs(self) -> None:
+        """Every sync is a copied pair, every segment starts with one, and they obey the lag rule."""
+        syncs, lag = self.syncs, self.lag
+        assert set(syncs) <= self.model.ever
+        synced = set(syncs)
+        for run in _unpruned(self.model).runs():
+            positions = [i for i in range(run.length) if (run.upstream_start + i, run.downstream_start + i) in synced]
+            assert positions and positions[0] == 0, f"segment start of {run} not synced"
+            # consecutive syncs at most lag + 1 apart, at most `lag` records after the last one
+            gaps = [b - a for a, b in zip(positions, [*positions[1:], run.length], strict=True)]
+            assert max(gaps) <= lag + 1, (run, positions)
+
+    def check_mm2_translation(self) -> None:
+        """MM2's `sync.down + 1` translation from our syncs never skips and re-reads <= offset.lag.max."""
+        syncs, pairs, lag = self.syncs, self.model.pairs, self.lag
+        assert syncs == sorted(syncs) and len({d for _, d in syncs}) == len(syncs)
+        start, up_end = self.model.start, self.model.up_end
+        assert start is not None and up_end is not None
+        for offset in range(start, up_end + 1):
+            exact = self.model.translate(offset)
+            sync = max((s for s in syncs if s[0] <= offset), default=None)
+            if sync is None or exact is None:
+                continue
+            mm2 = sync[1] + (0 if offset == sync[0] else 1)
+            assert mm2 <= exact, f"MM2 translation of {offset} skips: {mm2} > {exact}"
+            rereads = sum(1 for _, d in pairs if mm2 <= d < exact)
+            assert rereads <= lag, f"MM2 re-reads {rereads} > offset.lag.max {lag} at {offset}"
+
+
+def _unpruned(model: Model) -> Model:
+    whole = Model()
+    whole.pairs, whole.start, whole.cuts = model.pairs, 0, model.cuts
+    return whole
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    begin=st.sampled_from([None, 0, 40]),
+    lag=st.sampled_from([0, 1, 2, 5, 100]),
+    history=st.lists(forward_ops, max_size=8) | st.lists(forward_ops, min_size=15, max_size=50),
+)
+def test_exact_translation_and_mm2_syncs_match_the_model(
+    begin: int | None, lag: int, history: list[tuple[Any, ...]]
+) -> None:
+    h = Harness(begin, lag)
+    h.check()
+    for op in history:
+        h.apply(op)
+        h.check()
+    event(f"{len(history) // 10 * 10}+ steps, {len(h.model.pairs) // 20 * 20}+ records, {len(h.stored)}+ stored")
+    h.syncs += h.maps["record"].offset_syncs(lag)
+    if h.model.pairs:
+        h.check_syncs()
+        h.check_mm2_translation()
+    h.flush(commit=True)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    begin=st.sampled_from([None, 0, 40]),
+    history=st.lists(ops, max_size=8) | st.lists(ops, min_size=15, max_size=50),
+)
+def test_rewinds_stay_exact(begin: int | None, history: list[tuple[Any, ...]]) -> None:
+    h = Harness(begin, lag=3)
+    for op in history:
+        h.apply(op)
+        h.check()
+    h.syncs += h.maps["record"].offset_syncs(h.lag)
+    h.check_syncs()
+    h.flush(commit=True)
+
+
+# ---- examples ----------------------------------------------------------------------------------------------
+
+
+def test_contiguous_copy_is_one_segment() -> None:
+    m = OffsetMap()
+    for i in range(10):
+        m.record(100 + i, 500 + i)
+    assert m.segments() == (Segment(100, 500, 10),)
+    assert m.translate(100) == 500 and m.translate(109) == 509
+    assert m.translate(110) == 510  # caught up: the replicated end
+    assert m.translate(99) is None  # before the copy began
+    assert m.translate(111) is None  # the copy has not read that far
+    assert m.translate(111, clamp_ahead=True) == 510
+
+
+def test_transaction_markers_split_segments_without_losing_exactness() -> None:
+    m = OffsetMap(start=0)
+    m.record_run(0, 0, 5)  # transaction 1 ...
+    m.record_run(5, 6, 5)  # ... its commit marker took downstream offset 5
+    m.mark_consumed(12, downstream_end=12)  # upstream marker at 10, aborted record at 11; our marker at 11
+    assert m.segments() == (Segment(0, 0, 5), Segment(5, 6, 5))
+    assert [m.translate(u) for u in (4, 5, 9, 10, 11, 12)] == [4, 6, 10, 12, 12, 12]
+
+
+def test_compaction_and_dropped_records_translate_to_the_next_copy() -> None:
+    m = OffsetMap(start=0)
+    m.record(0, 0)
+    m.record(3, 1)  # 1-2 compacted away upstream
+    m.mark_consumed(7)  # 4-6 dropped by a filter
+    m.record(7, 2)
+    assert m.segments() == (Segment(0, 0, 1), Segment(3, 1, 1), Segment(7, 2, 1))
+    assert [m.translate(u) for u in range(9)] == [0, 1, 1, 1, 2, 2, 2, 2, 3]
+    m.mark_consumed(20)  # a dropped tail translates to the replicated end
+    assert m.translate(15) == 3 and m.translate(20) == 3 and m.translate(21) is None
+
+
+def test_nothing_copied_yet() -> None:
+    m = OffsetMap()
+    assert m.translate(0) is None and m.segments() == ()
+    m.mark_consumed(10)  # everything filtered so far; where copies will land is unknown
+    assert m.translate(10) is None
+    m.mark_consumed(10, downstream_end=42)
+    assert m.translate(10) == 42 and m.translate(9) is None
+
+
+def test_going_backwards_is_an_error() -> None:
+    m = OffsetMap()
+    m.record(10, 10)
+    with pytest.raises(ValueError, match="rewind"):
+        m.record(10, 11)
+    with pytest.raises(ValueError, match="reset"):
+        m.record(11, 9)
+    with pytest.raises(ValueError, match="rewind"):
+        m.mark_consumed(5)
+    with pytest.raises(ValueError):
+        m.record_batch([11, 12], [11])
+
+
+def test_prune_keeps_translation_exact_above_the_log_start() -> None:
+    m = OffsetMap(start=0)
+    m.record_run(0, 0, 5)
+    m.record_run(10, 5, 5)
+    m.prune_below(12)
+    assert m.start == 12 and m.segments() == (Segment(10, 5, 5),)  # straddling segment kept whole
+    assert m.translate(11) is None and m.translate(12) == 7
+    m.prune_below(1_000)  # never beyond what was consumed
+    assert m.start == 15 and m.segments() == () and m.translate(15) == 10
+    assert m.unflushed().deletes == (0, 10)
+
+
+def test_merge_is_idempotent_and_rejects_conflicts() -> None:
+    m = OffsetMap.restore([Segment(0, 0, 10), Segment(0, 0, 5), Segment(20, 12, 3)])  # an older tail too
+    assert m.segments() == (Segment(0, 0, 10), Segment(20, 12, 3))
+    m.merge([Segment(20, 12, 3), Segment(2, 2, 4)])
+    assert m.segments() == (Segment(0, 0, 10), Segment(20, 12, 3))
+    assert m.unflushed().upserts == ()
+    with pytest.raises(ValueError, match="disagrees"):
+        m.merge([Segment(5, 6, 1)])
+    with pytest.raises(ValueError, match="disagrees"):
+        m.merge([Segment(12, 10, 1)])  # the map says 12 was a gap
+
+
+def test_restore_rewinds_segments_written_after_the_progress() -> None:
+    # at-least-once: segments of 0-9 reached the topic, the progress (next upstream 6) is older
+    m = OffsetMap.restore([Segment(0, 0, 10)], next_upstream=6, downstream_end=10)
+    assert m.segments() == (Segment(0, 0, 6),) and m.upstream_end == 6 and m.downstream_end == 10
+    changes = m.unflushed()
+    assert changes.upserts == (Segment(0, 0, 6),)
+    m.record(6, 10)  # re-copied after the old copies
+    assert m.translate(6) == 10 and m.translate(5) == 5
+
+
+def test_restore_joins_stored_segments_that_form_one_run() -> None:
+    m = OffsetMap.restore([Segment(0, 0, 5), Segment(5, 5, 5)])
+    assert m.segments() == (Segment(0, 0, 10),)
+    changes = m.unflushed()
+    assert changes.upserts == (Segment(0, 0, 10),) and changes.deletes == (5,)
+
+
+def test_merge_after_unflushed_records_keeps_them_unflushed() -> None:
+    m = OffsetMap()
+    m.record_run(0, 0, 3)
+    m.merge([Segment(10, 10, 2)])
+    assert m.unflushed().upserts[0] == Segment(0, 0, 3)  # the merged one may be re-written: harmless
+
+
+def test_reset_tombstones_everything() -> None:
+    m = OffsetMap()
+    m.record_run(0, 0, 3)
+    m.mark_flushed(m.unflushed())
+    m.reset(start=3)
+    m.record(3, 0)
+    changes = m.unflushed()
+    assert changes.upserts == (Segment(3, 0, 1),) and changes.deletes == (0,)
+
+
+def test_only_changed_segments_are_flushed() -> None:
+    m = OffsetMap()
+    m.record_run(0, 0, 3)
+    first = m.unflushed()
+    assert first.upserts == (Segment(0, 0, 3),)
+    m.record(3, 3)  # the tail grows before the commit is acknowledged
+    m.mark_flushed(first)
+    assert m.unflushed().upserts == (Segment(0, 0, 4),)
+    m.mark_flushed(m.unflushed())
+    m.record(5, 5)
+    assert m.unflushed().upserts == (Segment(5, 5, 1),)
+
+
+def test_offset_syncs_follow_the_lag_rule() -> None:
+    m = OffsetMap()
+    m.record_run(0, 0, 250)
+    assert m.offset_syncs(100) == [(0, 0), (101, 101), (202, 202)]
+    m.record_run(250, 250, 60)
+    assert m.offset_syncs(100) == [(303, 303)]  # drift continues across calls
+    m.record(311, 312)  # upstream and downstream gap: a new segment starts with a sync
+    assert m.offset_syncs(100, flush_latest=True) == [(311, 312)]
+    m.record(312, 313)
+    assert m.offset_syncs(100) == [] and m.offset_syncs(100, flush_latest=True) == [(312, 313)]
+    assert m.offset_syncs(0) == []
+
+
+def test_offset_syncs_after_restore_start_with_the_first_new_record() -> None:
+    m = OffsetMap.restore([Segment(0, 0, 10)], next_upstream=10)
+    m.record_run(10, 10, 3)
+    assert m.offset_syncs(100) == [(10, 10)]
+
+
+def test_segment_wire_format() -> None:
+    key, value = encode_segment("orders", 3, Segment(1234, 1199, 7))
+    assert key.hex() == "00066f726465727300000003" + "00000000000004d2"
+    assert value.hex() == "0000" + "00000000000004af" + "0000000000000007"
+    assert decode_segment(key, value + b"\x00") == ("orders", 3, Segment(1234, 1199, 7))
+    assert offset_map_topic("primary") == "mirrorflow-offset-map.primary.internal"
+    assert offset_map_topic("primary", "_") == "mirrorflow-offset-map_primary_internal"
+    with pytest.raises(MirrorflowError, match="upgrade"):
+        decode_segment(key, b"\x00\x01" + value[2:])
+    with pytest.raises(MirrorflowError, match="truncated"):
+        decode_segment(key, value[:10])
+    with pytest.raises(MirrorflowError, match="truncated"):
+        decode_segment_key(key[:-1])
+    with pytest.raises(MirrorflowError, match="length"):
+        decode_segment(key, value[:10] + bytes(8))
+
+
+def test_one_million_contiguous_records_is_fast() -> None:
+    m = OffsetMap()
+    record = m.record
+    began = time.perf_counter()
+    for i in range(1_000_000):
+        record(i, i + 7)
+    took = time.perf_counter() - began
+    print(f"\nOffsetMap.record: 1,000,000 contiguous records in {took:.3f} s")
+    assert m.segments() == (Segment(0, 7, 1_000_000),)

@@ -1,0 +1,98 @@
+"""Progress records: topic name, exact bytes, round trips, and clear errors for foreign records."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mirrorflow.core.errors import MirrorflowError
+from mirrorflow.core.progress import (
+    Progress,
+    decode_progress,
+    decode_progress_key,
+    encode_progress,
+    encode_progress_key,
+    progress_topic,
+)
+
+INT64 = st.integers(0, 2**63 - 1)
+
+
+def test_topic_name_follows_the_internal_separator() -> None:
+    assert progress_topic("primary") == "mirrorflow-progress.primary.internal"
+    assert progress_topic("primary", "_") == "mirrorflow-progress_primary_internal"
+    with pytest.raises(ValueError):
+        progress_topic("")
+
+
+def test_exact_bytes() -> None:
+    p = Progress("orders", 3, 1234, 1199, 1000, 2, 1700000000000)
+    key, value = encode_progress(p)
+    assert key.hex() == "00066f72646572730000" + "0003"
+    assert value.hex() == (
+        "0000"  # version
+        + "00000000000004d2"  # next upstream offset
+        + "00000000000004af"  # downstream end
+        + "00000000000003e8"  # records copied
+        + "00000002"  # epoch
+        + "0000018bcfe56800"  # timestamp ms
+    )
+    assert len(value) == 38
+    assert decode_progress(key, value) == p
+    assert decode_progress(key, value + b"\x01\x02") == p  # later fields of the same version: ignored
+
+
+@given(
+    topic=st.text(min_size=1, max_size=60),
+    partition=st.integers(0, 2**31 - 1),
+    next_upstream=INT64,
+    downstream_end=INT64,
+    copied=INT64,
+    epoch=st.integers(0, 2**31 - 1),
+    timestamp=st.integers(-(2**63), 2**63 - 1),
+)
+def test_round_trip(
+    topic: str,
+    partition: int,
+    next_upstream: int,
+    downstream_end: int,
+    copied: int,
+    epoch: int,
+    timestamp: int,
+) -> None:
+    p = Progress(topic, partition, next_upstream, downstream_end, copied, epoch, timestamp)
+    key, value = encode_progress(p)
+    assert key == encode_progress_key(topic, partition)
+    assert decode_progress_key(key) == (topic, partition)
+    assert decode_progress(key, value) == p
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        ("", 0, 0, 0, 0, 0, 0),
+        ("t", -1, 0, 0, 0, 0, 0),
+        ("t", 0, -1, 0, 0, 0, 0),
+        ("t", 0, 0, 2**63, 0, 0, 0),
+        ("t", 0, 0, 0, 0, 2**31, 0),
+    ],
+)
+def test_out_of_range_fields_are_rejected(fields: tuple[str, int, int, int, int, int, int]) -> None:
+    with pytest.raises(ValueError):
+        Progress(*fields)
+
+
+def test_foreign_records_are_reported_clearly() -> None:
+    key, value = encode_progress(Progress("orders", 0, 1, 1, 1, 0, 0))
+    with pytest.raises(MirrorflowError, match=r"version 7.*upgrade Mirrorflow"):
+        decode_progress(key, b"\x00\x07" + value[2:])
+    with pytest.raises(MirrorflowError, match="truncated"):
+        decode_progress(key, value[:-1])
+    with pytest.raises(MirrorflowError, match="truncated"):
+        decode_progress_key(key[:-1])
+    with pytest.raises(MirrorflowError, match="UTF-8"):
+        decode_progress_key(b"\x00\x01\xff\x00\x00\x00\x00")
+    negative = value[:2] + (-5).to_bytes(8, "big", signed=True) + value[10:]
+    with pytest.raises(MirrorflowError, match="next_upstream"):
+        decode_progress(key, negative)

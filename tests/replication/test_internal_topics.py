@@ -1,0 +1,57 @@
+"""Names, clusters and replication factors of a flow's internal topics (MM2-FACTS §2.1 + Mirrorflow's own)."""
+
+from __future__ import annotations
+
+from mirrorflow.config.model import Flow
+from mirrorflow.replication.internal_topics import InternalTopic, flow_internal_topics
+
+
+def flow(**fields: object) -> Flow:
+    base: dict[str, object] = {
+        "source": "A",
+        "target": "B",
+        "name": "A->B",
+        "checkpoints_topic_replication_factor": 1,
+        "heartbeats_topic_replication_factor": 2,
+        "offset_syncs_topic_replication_factor": 3,
+    }
+    return Flow(**{**base, **fields})  # type: ignore[arg-type]
+
+
+def test_default_layout() -> None:
+    assert flow_internal_topics(flow()) == (
+        InternalTopic("heartbeats", "B", "target", "heartbeats", 2),
+        InternalTopic("A.checkpoints.internal", "B", "target", "checkpoints", 1),
+        InternalTopic("mm2-offset-syncs.B.internal", "A", "source", "offset-syncs", 3),
+        InternalTopic("mirrorflow-progress.A.internal", "B", "target", "progress", 1),
+        InternalTopic("mirrorflow-offset-map.A.internal", "B", "target", "offset-map", 1),
+    )
+
+
+def test_offset_syncs_on_the_target_are_named_after_the_source() -> None:
+    topics = flow_internal_topics(flow(offset_syncs_topic_location="target"))
+    assert InternalTopic("mm2-offset-syncs.A.internal", "B", "target", "offset-syncs", 3) in topics
+
+
+def test_no_offset_syncs_topic_when_emission_is_off() -> None:
+    topics = flow_internal_topics(flow(emit_offset_syncs_enabled=False))
+    assert [t.purpose for t in topics] == ["heartbeats", "checkpoints", "progress", "offset-map"]
+
+
+def test_custom_separator_applies_to_internal_names_unless_disabled() -> None:
+    names = [t.name for t in flow_internal_topics(flow(replication_policy_separator="__"))]
+    assert names == [
+        "heartbeats",
+        "A__checkpoints__internal",
+        "mm2-offset-syncs__B__internal",
+        "mirrorflow-progress__A__internal",
+        "mirrorflow-offset-map__A__internal",
+    ]
+    legacy = flow(replication_policy_separator="__", internal_topic_separator_enabled=False)
+    assert [t.name for t in flow_internal_topics(legacy)] == [
+        "heartbeats",
+        "A.checkpoints.internal",
+        "mm2-offset-syncs.B.internal",
+        "mirrorflow-progress.A.internal",
+        "mirrorflow-offset-map.A.internal",
+    ]
