@@ -12,7 +12,7 @@ STAMP := $(VENV)/.mirrorflow-setup-$(shell cat requirements.txt requirements-dev
 PYSPARK_PIN := $(shell grep -E '^pyspark==' requirements.txt)
 PYTEST_ARGS ?=
 
-.PHONY: setup lint test test-unit test-integration demo clean kafka-jars
+.PHONY: setup lint test test-unit test-integration test-faults demo clean kafka-jars
 
 setup: $(STAMP)
 
@@ -47,6 +47,10 @@ test-integration: setup
 
 test: lint
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The fault matrix with more trials than `make test` runs (each trial SIGKILLs a copy mid-range).
+test-faults: setup
+	MIRRORFLOW_FAULT_TRIALS=10 $(PY) -m pytest tests/replication/test_copy_faults.py $(PYTEST_ARGS)
 
 demo: setup
 	$(PY) -m mirrorflow.demo

@@ -19,12 +19,14 @@ app = typer.Typer(
 
 def _register() -> None:
     # Imported here so that `mirrorflow --help` stays fast and each command owns its module.
-    from mirrorflow.cli import local_cmd, plan_cmd, run_cmd, validate_cmd
+    from mirrorflow.cli import local_cmd, metrics_cmd, plan_cmd, run_cmd, translate_cmd, validate_cmd
 
     validate_cmd.register(app)
     local_cmd.register(app)
     plan_cmd.register(app)
     run_cmd.register(app)
+    translate_cmd.register(app)
+    metrics_cmd.register(app)
 
 
 def main(argv: list[str] | None = None) -> None:

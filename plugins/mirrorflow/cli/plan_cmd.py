@@ -109,7 +109,7 @@ def _headline(report: ControlPlaneReport) -> str:
     if plan is None:
         return f"Heartbeats {report.flow}"
     up_to_date = sum(1 for t in plan.topics if t.action == "none")
-    return f"Flow {report.flow}: {len(plan.topics)} source topics replicated, {up_to_date} up to date on the target"
+    return f"Flow {report.flow}: {len(plan.topics)} source topics selected, {up_to_date} up to date on the target"
 
 
 def change_lines(report: ControlPlaneReport) -> list[str]:
@@ -126,7 +126,7 @@ def change_lines(report: ControlPlaneReport) -> list[str]:
                 continue
             lines.append(
                 f"  {verb('create', 'created')} topic {target}:{c.name} from {c.source_topic} "
-                f"({c.partitions} partitions, replication factor {_rf(c.replication_factor)})"
+                f"({_count(c.partitions, 'partition')}, replication factor {_rf(c.replication_factor)})"
             )
             if c.configs:
                 lines.append(f"      configs: {', '.join(f'{k}={v}' for k, v in c.configs.items())}")
@@ -157,6 +157,10 @@ def change_lines(report: ControlPlaneReport) -> list[str]:
                 f"{b.resource_name} ({b.pattern_type}) for {b.principal} from host {b.host}"
             )
     return lines
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _rf(value: int) -> str:

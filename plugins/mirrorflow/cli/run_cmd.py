@@ -1,8 +1,11 @@
 """`mirrorflow run CONFIG [--flow A->B] [--clusters A B ...] [--once | --for SECONDS] [--json]`: run flows
 without an Airflow scheduler, through the same `run_control_plane` the DAG tasks call.
 
-`--once`: one full cycle of every selected flow (and of every heartbeat-only pair MM2 would run), exit 0.
-`--for SECONDS`: repeat each step at its MM2 interval for that long. Neither: until interrupted (Ctrl-C).
+`--once`: one full cycle of every selected flow (and of every heartbeat-only pair MM2 would run): discover, sync
+topics, configs and ACLs, heartbeat, then the copy to the source ends seen at its start (on Spark, master
+`mirrorflow.spark.master`), checkpoints, and group sync when enabled; exit 0.
+`--for SECONDS`: repeat each step at its MM2 interval for that long, copying whenever new records are there.
+Neither: until interrupted (Ctrl-C). `--no-copy` runs the control plane only.
 Any failure stops the run with exit code 1 and one message; nothing half-done is reported as done.
 """
 
@@ -47,6 +50,7 @@ def run(
         typer.Option("--for", help="Keep running for this many seconds, then exit.", show_default=False),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print every cycle's report as JSON at the end.")] = False,
+    no_copy: Annotated[bool, typer.Option("--no-copy", help="Control plane only: no record copy.")] = False,
     verbose: VerboseOption = False,
 ) -> None:
     if once and for_seconds is not None:
@@ -68,24 +72,35 @@ def run(
             for line in change_lines(report):
                 typer.echo(f"{report.flow}{line}")
 
-    if once:
-        for f in flows:
-            report = run_control_plane(f)
-            reports.append(report)
+    # Spark is imported only when a copy runs: `run --no-copy` stays light.
+    copy = None
+    if not no_copy:
+        from mirrorflow.spark.copy_job import CopyStep
+
+        copy = CopyStep()
+    try:
+        if once:
+            # Heartbeat-only pairs first: their `heartbeats` topics are what the flows' discovery then replicates.
+            for f in pairs:
+                report = run_heartbeat_pair(f)
+                reports.append(report)
+                if not as_json:
+                    _print_once(report)
+            for f in flows:
+                report = run_control_plane(f, copy=copy)
+                reports.append(report)
+                if not as_json:
+                    _print_once(report)
+        else:
+            try:
+                run_loop(flows, pairs, seconds=for_seconds, on_report=record, copy=copy)
+            except KeyboardInterrupt:
+                typer.echo("interrupted", err=True)
             if not as_json:
-                _print_once(report)
-        for f in pairs:
-            report = run_heartbeat_pair(f)
-            reports.append(report)
-            if not as_json:
-                _print_once(report)
-    else:
-        try:
-            run_loop(flows, pairs, seconds=for_seconds, on_report=record)
-        except KeyboardInterrupt:
-            typer.echo("interrupted", err=True)
-        if not as_json:
-            typer.echo(f"done: {len(flows)} flows, {len(pairs)} heartbeat-only pairs, {heartbeats} heartbeats sent")
+                typer.echo(f"done: {len(flows)} flows, {len(pairs)} heartbeat-only pairs, {heartbeats} heartbeats sent")
+    finally:
+        if copy is not None:
+            copy.close()
     if as_json:
         typer.echo(json.dumps(to_json(reports), indent=2))
 
@@ -93,6 +108,15 @@ def run(
 def _print_once(report: ControlPlaneReport) -> None:
     for line in render_report(report):
         typer.echo(line)
+    if isinstance(report.copy, dict):
+        copied = report.copy
+        typer.echo(
+            f"  copied {copied['records']} records ({copied['bytes']} bytes) in {copied['transactions']} "
+            f"transactions; {copied['checkpoints_emitted']} checkpoints emitted; "
+            f"groups synced: {', '.join(copied['groups_synced']) or 'none'}"
+        )
+        for group in copied["groups_skipped_active"]:
+            typer.echo(f"  group '{group}' not synced: it is active on {report.target}")
     if report.heartbeat is not None and report.heartbeat.emitted:
         typer.echo(
             f"  sent heartbeat {report.source}->{report.target} to {report.target}:{report.heartbeat.topic} "

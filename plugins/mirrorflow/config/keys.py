@@ -12,6 +12,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+from mirrorflow.core import config_property_filter, group_filter, topic_filter
+
 KeyType = Literal["bool", "int", "long", "short", "list", "string", "class", "enum", "password"]
 Status = Literal["implemented", "ignored"]
 
@@ -29,13 +31,10 @@ class KeySpec:
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 DEFAULT_POLICY = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
-DEFAULT_TOPICS_EXCLUDE = ".*[\\-\\.]internal, .*\\.replica, __.*"
-DEFAULT_GROUPS_EXCLUDE = "console-consumer-.*, connect-.*, __.*"
-DEFAULT_CONFIG_PROPERTIES_EXCLUDE = (
-    "follower\\.replication\\.throttled\\.replicas, leader\\.replication\\.throttled\\.replicas, "
-    "message\\.timestamp\\.difference\\.max\\.ms, message\\.timestamp\\.type, "
-    "unclean\\.leader\\.election\\.enable, min\\.insync\\.replicas"
-)
+# MM2's filter defaults, as the Kafka release we run (4.3.1) defines them; core is the one source of truth.
+DEFAULT_TOPICS_EXCLUDE = topic_filter.DEFAULT_TOPICS_EXCLUDE
+DEFAULT_GROUPS_EXCLUDE = group_filter.DEFAULT_GROUPS_EXCLUDE
+DEFAULT_CONFIG_PROPERTIES_EXCLUDE = config_property_filter.DEFAULT_CONFIG_PROPERTIES_EXCLUDE
 
 _CONNECT = "a Kafka Connect setting; Mirrorflow runs no Connect worker"
 _JAVA = "names a Java class, which cannot run here"
@@ -163,9 +162,7 @@ _SASL_KEYS = [
     "sasl.oauthbearer.clock.skew.seconds", "sasl.oauthbearer.expected.audience",
     "sasl.oauthbearer.expected.issuer",
 ]  # fmt: skip
-CLIENT_CONNECTION_KEYS: frozenset[str] = frozenset(
-    ["bootstrap.servers", "security.protocol", *_SSL_KEYS, *_SASL_KEYS]
-)
+CLIENT_CONNECTION_KEYS: frozenset[str] = frozenset(["bootstrap.servers", "security.protocol", *_SSL_KEYS, *_SASL_KEYS])
 
 # librdkafka's own names for the same settings; accepted wherever MM2's connection keys are, so a cluster can
 # hold e.g. `A.ssl.ca.location` (MM2 does not know these keys and ignores them).

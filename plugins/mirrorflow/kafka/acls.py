@@ -34,7 +34,33 @@ def describe_topic_acls(admin: AdminClient, cluster: str, timeout_s: float) -> l
         if error_code(err) == KafkaError.SECURITY_DISABLED:
             raise SecurityDisabled(cluster) from err
         raise KafkaOperationError(cluster, "describing topic ACLs", err) from err
+    if not found and not _has_authorizer(admin, timeout_s):
+        raise SecurityDisabled(cluster)
     return [_from_kafka(b) for b in found]
+
+
+# A binding nobody creates: deleting it changes nothing, but the answer says whether an authorizer exists.
+_PROBE = AclBindingFilter(
+    ResourceType.TOPIC,
+    "mirrorflow-authorizer-probe",
+    ResourcePatternType.LITERAL,
+    "User:mirrorflow-authorizer-probe",
+    "*",
+    AclOperation.READ,
+    AclPermissionType.ALLOW,
+)
+
+
+def _has_authorizer(admin: AdminClient, timeout_s: float) -> bool:
+    """librdkafka (2.16) answers DescribeAcls on a cluster without authorizer with an empty list instead of
+    SECURITY_DISABLED; a DeleteAcls that can match nothing does report it. Any other failure (e.g. no ALTER
+    permission on the cluster) means an authorizer is there."""
+    try:
+        for future in admin.delete_acls([_PROBE], request_timeout=timeout_s).values():
+            future.result()
+    except KafkaException as err:
+        return bool(error_code(err) != KafkaError.SECURITY_DISABLED)
+    return True
 
 
 def create_acls(admin: AdminClient, cluster: str, bindings: Sequence[AclBinding], timeout_s: float) -> None:

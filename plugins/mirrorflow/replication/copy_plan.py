@@ -17,6 +17,7 @@ from mirrorflow.kafka.clients import admin_client
 from mirrorflow.kafka.offsets import list_offsets
 from mirrorflow.replication.copy_range import CopyResult, CopyTask
 from mirrorflow.replication.discovery import FlowPlan
+from mirrorflow.replication.metrics import metrics_topic
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,8 @@ def plan_copy(
                     target_producer=target_producer,
                     target_consumer=target_consumer,
                     offset_syncs_producer=syncs_producer,
+                    metrics_topic=metrics_topic(flow.source, sep),
+                    metrics_replication_factor=flow.checkpoints_topic_replication_factor,
                 )
             )
     return tasks

@@ -25,13 +25,22 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from mirrorflow.core.errors import MirrorflowError
-from mirrorflow.core.offset_map import OffsetMap, encode_segment, encode_segment_key
+from mirrorflow.core.offset_map import (
+    OffsetMap,
+    Segment,
+    decode_segment,
+    decode_segment_key,
+    encode_segment,
+    encode_segment_key,
+)
 from mirrorflow.core.offset_sync import OffsetSync
 from mirrorflow.core.progress import Progress, decode_progress, encode_progress
 from mirrorflow.core.provenance import should_drop, with_origin
 from mirrorflow.kafka.compacted_log import read_to_end
+from mirrorflow.kafka.metrics_store import MetricsPublisher, ensure_metrics_topic, read_snapshots
 from mirrorflow.kafka.offsets import partition_bounds
 from mirrorflow.kafka.transfer import PARTITION_EOF, Message, PartitionReader, TargetWriter
+from mirrorflow.replication.metrics import PartitionMetrics, Snapshot, snapshot_key
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +72,8 @@ class CopyTask:
     timeout_s: float
     batch_records: int = 20000
     batch_ms: int = 500
+    metrics_topic: str | None = None  # MM2's per-partition metrics go here (best-effort); None: not recorded
+    metrics_replication_factor: int = 1
     source_consumer: Mapping[str, str] = field(default_factory=dict, repr=False)
     target_producer: Mapping[str, str] = field(default_factory=dict, repr=False)
     target_consumer: Mapping[str, str] = field(default_factory=dict, repr=False)
@@ -118,6 +129,33 @@ def load_progress(task: CopyTask) -> Progress | None:
     return latest
 
 
+def load_segments(task: CopyTask) -> list[Segment]:
+    """This partition's stored offset-map segments (a compacted topic: one record per live segment)."""
+    segments: dict[int, Segment] = {}
+    for _p, _o, key, value, _ts in read_to_end(
+        task.target, task.target_consumer, task.offset_map_topic, partitions=[0], timeout_s=task.timeout_s
+    ):
+        if key is None:
+            continue
+        topic, partition, upstream_start = decode_segment_key(key)
+        if (topic, partition) != (task.topic, task.partition):
+            continue
+        if value is None:
+            segments.pop(upstream_start, None)
+        else:
+            segments[upstream_start] = decode_segment(key, value)[2]
+    return list(segments.values())
+
+
+def restore_map(task: CopyTask, progress: Progress | None, start: int) -> OffsetMap:
+    """Continue the stored map, so that segments an at-least-once crash left beyond the committed progress are
+    rewound (and tombstoned at the next commit) instead of contradicting the re-copy."""
+    stored = load_segments(task)
+    if not stored:
+        return OffsetMap(start=start)
+    return OffsetMap.restore(stored, next_upstream=start, downstream_end=progress.downstream_end if progress else None)
+
+
 def resolve_start(task: CopyTask, progress: Progress | None) -> int:
     """Where to resume; a gap opened by source retention is an error, never a silent skip."""
     log_start, log_end = partition_bounds(
@@ -141,6 +179,33 @@ def resolve_start(task: CopyTask, progress: Progress | None) -> int:
     return progress.next_upstream
 
 
+def start_metrics(task: CopyTask, records_before: int) -> tuple[PartitionMetrics, MetricsPublisher] | None:
+    """The partition's metrics recorder, continuing the stored byte count; None (logged) when unavailable."""
+    if task.metrics_topic is None:
+        return None
+    try:
+        if not ensure_metrics_topic(
+            task.target, task.target_producer, task.metrics_topic, task.metrics_replication_factor, task.timeout_s
+        ):
+            return None
+        stored = read_snapshots(task.target, task.target_consumer, task.metrics_topic, task.timeout_s)
+        raw = stored.get(snapshot_key(task.remote_topic, task.partition))
+        bytes_before = int(Snapshot.decode(raw).values.get("byte-count", 0)) if raw else 0
+    except Exception as err:  # metrics are best-effort: never fail the copy for them
+        log.warning("metrics: not recorded for %s-%s: %s", task.remote_topic, task.partition, err)
+        return None
+    recorder = PartitionMetrics(
+        source=task.source,
+        target=task.target,
+        source_topic=task.topic,
+        remote_topic=task.remote_topic,
+        partition=task.partition,
+        record_count=records_before,
+        byte_count=bytes_before,
+    )
+    return recorder, MetricsPublisher(task.target, task.target_producer, task.metrics_topic)
+
+
 def copy_range(task: CopyTask, *, on_batch: Callable[[CopyResult], None] | None = None) -> CopyResult:
     """Copy records of one partition until `task.end` (interval) or `task.run_seconds` (continuous)."""
     writer = TargetWriter(
@@ -151,16 +216,18 @@ def copy_range(task: CopyTask, *, on_batch: Callable[[CopyResult], None] | None 
     )
     syncs_writer: TargetWriter | None = None
     reader: PartitionReader | None = None
+    metrics: tuple[PartitionMetrics, MetricsPublisher] | None = None
     try:
         progress = load_progress(task)
         start = resolve_start(task, progress)
         epoch = progress.epoch + 1 if progress else 0
         copied_before = progress.records_copied if progress else 0
         down_end = progress.downstream_end if progress else 0
-        offset_map = OffsetMap(start=start)
+        offset_map = restore_map(task, progress, start)
         result = CopyResult(task.topic, task.partition, task.remote_topic, start, start, down_end)
         if task.end is not None and start >= task.end:
             return result
+        metrics = start_metrics(task, copied_before)
         if task.offset_syncs_topic is not None:
             syncs_writer = TargetWriter(
                 task.target if task.offset_syncs_on_target else task.source,
@@ -186,7 +253,7 @@ def copy_range(task: CopyTask, *, on_batch: Callable[[CopyResult], None] | None 
                 break
             batch_deadline = time.monotonic() + task.batch_ms / 1000
             upstreams: list[int] = []
-            oldest_ts, ts_sum = None, 0
+            oldest_ts, newest_ts, ts_sum, batch_bytes = None, None, 0, 0
             deliveries = _Deliveries()
             began = False
             while len(upstreams) < task.batch_records and time.monotonic() < batch_deadline:
@@ -219,11 +286,15 @@ def copy_range(task: CopyTask, *, on_batch: Callable[[CopyResult], None] | None 
                     ts_sum += ts
                     if oldest_ts is None or ts < oldest_ts:
                         oldest_ts = ts
+                    if newest_ts is None or ts > newest_ts:
+                        newest_ts = ts
                     upstreams.append(offset)
-                    result.bytes += len(value) if value is not None else 0
+                    batch_bytes += len(value) if value is not None else 0
                 writer.poll()
             if not upstreams and consumed_to == committed_to:
                 continue
+            result.bytes += batch_bytes
+            polled_ms = int(time.time() * 1000)
             if not began:
                 writer.begin()
             writer.flush()
@@ -277,6 +348,19 @@ def copy_range(task: CopyTask, *, on_batch: Callable[[CopyResult], None] | None 
                     syncs_writer.produce(task.offset_syncs_topic, 0, sync.record_key(), sync.record_value())
                     result.offset_syncs += 1
                 syncs_writer.poll()
+            if metrics is not None:
+                metrics[0].record_batch(
+                    records=len(upstreams),
+                    nbytes=batch_bytes,
+                    oldest_ts=oldest_ts,
+                    newest_ts=newest_ts,
+                    ts_sum=ts_sum,
+                    polled_ms=polled_ms,
+                    acked_ms=now_ms,
+                    next_upstream=consumed_to,
+                )
+                snapshot = metrics[0].snapshot()
+                metrics[1].publish(snapshot.key(), snapshot.encode())
             if on_batch is not None:
                 on_batch(result)
         if syncs_writer is not None:
@@ -291,3 +375,5 @@ def copy_range(task: CopyTask, *, on_batch: Callable[[CopyResult], None] | None 
         writer.close()
         if syncs_writer is not None:
             syncs_writer.close()
+        if metrics is not None:
+            metrics[1].close()

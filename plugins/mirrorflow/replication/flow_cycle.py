@@ -94,7 +94,7 @@ def run_control_plane(
     ran: list[str] = []
     parts: dict[str, Any] = {}
     try:
-        needs_plan = bool({TOPICS, CONFIGS, ACLS} & set(steps)) or (COPY in steps and copy is not None)
+        needs_plan = bool({TOPICS, CONFIGS} & set(steps)) or (COPY in steps and copy is not None)
         plan = discover(flow, clients, rules=rules) if needs_plan else None
         if TOPICS in steps and plan is not None:
             parts["topics"] = sync_topics(flow, clients, plan, dry_run=dry_run, rules=rules)
@@ -217,8 +217,9 @@ def run_loop(
     start = clock()
     deadline = None if seconds is None else start + seconds
     clients: Mapping[str, FlowClients] = {f.name: FlowClients(f) for f in (*flows, *heartbeat_flows)}
-    schedules = [FlowSchedule(f, now=start, copy=copy is not None) for f in flows] + [
-        FlowSchedule(f, now=start, heartbeat_only=True) for f in heartbeat_flows
+    # Heartbeat-only pairs first: their `heartbeats` topics are what the flows' discovery then replicates.
+    schedules = [FlowSchedule(f, now=start, heartbeat_only=True) for f in heartbeat_flows] + [
+        FlowSchedule(f, now=start, copy=copy is not None) for f in flows
     ]
     try:
         while True:
@@ -232,7 +233,7 @@ def run_loop(
                     report = run_heartbeat_pair(flow, clients[flow.name], steps=steps)
                 else:
                     report = run_control_plane(flow, clients[flow.name], steps=steps, copy=copy)
-                schedule.done(steps, now)
+                schedule.done(steps, clock())  # like MM2's tasks: the next run one interval after this one
                 on_report(report)
             wake = min((t for s in schedules if (t := s.next_due()) is not None), default=None)
             now = clock()

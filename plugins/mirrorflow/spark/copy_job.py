@@ -20,10 +20,12 @@ from pyspark.sql import SparkSession
 from mirrorflow.config.loader import load_config, split_cluster_args
 from mirrorflow.config.model import Flow
 from mirrorflow.core.errors import MirrorflowError
+from mirrorflow.replication.checkpoints import emit_checkpoints
 from mirrorflow.replication.copy_plan import copyable, plan_copy, summarise
 from mirrorflow.replication.copy_range import CopyResult, CopyTask, copy_range
-from mirrorflow.replication.discovery import discover
+from mirrorflow.replication.discovery import FlowPlan, discover
 from mirrorflow.replication.flow_clients import FlowClients
+from mirrorflow.replication.group_sync import sync_group_offsets
 
 # Retries per task when the master is local (local[N] alone never retries; see docs/copy.md).
 LOCAL_TASK_ATTEMPTS = 3
@@ -82,16 +84,50 @@ def python_error_line(java_message: str) -> str:
 
 
 def copy_flow(
-    flow: Flow, spark: SparkSession, *, interval: bool, run_seconds: float | None = None
+    flow: Flow,
+    spark: SparkSession,
+    *,
+    interval: bool,
+    run_seconds: float | None = None,
+    plan: FlowPlan | None = None,
 ) -> dict[str, object]:
-    """One copy run of a flow: discover, plan one task per partition, run them on Spark, summarise."""
-    with FlowClients(flow) as clients:
-        plan = discover(flow, clients)
+    """One copy run of a flow: discover (unless given the plan), one task per partition on Spark, summarise."""
+    if plan is None:
+        with FlowClients(flow) as clients:
+            plan = discover(flow, clients)
     tasks = plan_copy(flow, copyable(plan), interval=interval, run_seconds=run_seconds)
     summary = summarise(run_copy_tasks(spark, tasks))
     summary["flow"] = flow.name
     summary["mode"] = "interval" if interval else "continuous"
     return summary
+
+
+class CopyStep:
+    """The copy step of a cycle run outside Airflow (`mirrorflow run`, the demo): an interval copy to the ends
+    seen now on a Spark session started on first use, then checkpoints and group sync — the order of the
+    interval-mode DAG (`copy >> emit_checkpoints >> sync_group_offsets`)."""
+
+    def __init__(self, master: str | None = None) -> None:
+        self._master = master
+        self._spark: SparkSession | None = None
+
+    def __call__(self, flow: Flow, plan: FlowPlan, clients: FlowClients) -> dict[str, object]:
+        if self._spark is None:
+            self._spark = spark_session(self._master or flow.spark_master, "mirrorflow-run")
+        # The cycle planned before topic sync ran: re-discover if it created or grew remote topics since.
+        fresh = plan if not (plan.to_create() or plan.to_grow()) else None
+        summary = copy_flow(flow, self._spark, interval=True, plan=fresh)
+        checkpoints = emit_checkpoints(flow, clients)
+        groups = sync_group_offsets(flow, clients)
+        summary["checkpoints_emitted"] = len(checkpoints.emitted)
+        summary["groups_synced"] = [g.group for g in groups.written]
+        summary["groups_skipped_active"] = [g.group for g in groups.skipped_active]
+        return summary
+
+    def close(self) -> None:
+        if self._spark is not None:
+            self._spark.stop()
+            self._spark = None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,69 @@
+"""The `doc_md` shown on each generated DAG's page: what the flow does and the settings in force.
+
+Settings come from `Flow.effective_settings()`, where secret keys already read `***`; they are masked once more
+here by key name, because a DAG's docs are stored in the metadata database and shown to every UI user.
+"""
+
+from __future__ import annotations
+
+from mirrorflow.config.clients import MASK
+from mirrorflow.config.keys import is_secret_key
+from mirrorflow.config.model import Flow
+
+TASK_DOCS = {
+    "discover": "list both clusters; plan which source topics replicate and where (no writes)",
+    "sync_topics": "create missing remote topics, grow partition counts, create the internal topics",
+    "sync_configs": "bring remote topic configs in line (`sync.topic.configs.enabled`)",
+    "sync_acls": "copy topic ACLs to the target (`sync.topic.acls.enabled`)",
+    "copy": "the Spark job: copy records per partition, exactly-once by default, with offset maps and offset syncs",
+    "emit_checkpoints": "translate consumer-group offsets and write MM2 checkpoints (`emit.checkpoints.*`)",
+    "sync_group_offsets": "write translated offsets into idle target groups (`sync.group.offsets.*`)",
+    "heartbeats": "write heartbeats into the target's `heartbeats` topic (`emit.heartbeats.*`)",
+}
+
+
+def settings_block(flow: Flow) -> str:
+    lines = [f"{key} = {MASK if is_secret_key(key) else value}" for key, value in flow.effective_settings().items()]
+    return "~~~properties\n" + "\n".join(lines) + "\n~~~"
+
+
+def flow_doc(flow: Flow, config_path: str, task_ids: list[str]) -> str:
+    cadence = (
+        f"copies for {flow.copy_run_seconds} s per run; heartbeats and checkpoints keep their intervals meanwhile"
+        if flow.copy_mode == "continuous"
+        else "copies up to the end offsets seen at the start of the run, then checkpoints"
+    )
+    tasks = "\n".join(f"* `{task_id}`: {TASK_DOCS[task_id]}" for task_id in task_ids if task_id in TASK_DOCS)
+    return (
+        f"## Mirrorflow flow `{flow.name}`\n\n"
+        f"Replicates cluster `{flow.source}` to cluster `{flow.target}` with MirrorMaker 2's semantics.\n\n"
+        f"* config: `{config_path}`\n"
+        f"* schedule: `{flow.schedule}`; copy mode `{flow.copy_mode}` ({cadence})\n"
+        f"* Spark master: `{flow.spark_master}`, unless the Airflow connection `mirrorflow_spark` is defined\n"
+        f"* Airflow connections: source `{flow.source_connection or '-'}`, target `{flow.target_connection or '-'}`\n"
+        f"\n### Tasks\n\n{tasks}\n\n"
+        "### Effective settings (secrets masked)\n\n"
+        f"{settings_block(flow)}\n"
+    )
+
+
+def heartbeat_doc(flow: Flow, config_path: str) -> str:
+    return (
+        f"## Mirrorflow heartbeats `{flow.name}`\n\n"
+        f"The flow `{flow.name}` is not enabled, but MM2 still runs a heartbeat herder for the pair: this DAG "
+        f"creates `heartbeats` on `{flow.target}` and writes a heartbeat every "
+        f"{flow.emit_heartbeats_interval_seconds} s, so clusters downstream learn the topology. Turn it off "
+        f"with `{flow.name}.emit.heartbeats.enabled = false`.\n\n"
+        f"* config: `{config_path}`\n* schedule: `{flow.schedule}`\n\n"
+        "### Effective settings (secrets masked)\n\n"
+        f"{settings_block(flow)}\n"
+    )
+
+
+def broken_doc(name: str, message: str) -> str:
+    return (
+        f"## Mirrorflow flow `{name}` could not be built\n\n"
+        f"~~~\n{message}\n~~~\n\n"
+        "The other flows of the file run normally. Fix the setting and the DAG is rebuilt at the next parse; "
+        "set `MIRRORFLOW_STRICT=1` to turn such problems into an import error of the whole file (for CI).\n"
+    )

@@ -1,0 +1,275 @@
+"""The DAG factory: one DAG per enabled flow of an mm2.properties, built at parse time without touching Kafka.
+
+`dags/mirrorflow_flows.py` is one call: `register_flow_dags(globals())`. The file is read from
+`MIRRORFLOW_CONFIG` (default `<repo>/config/mm2.properties`), restricted to `MIRRORFLOW_CLUSTERS` (MM2's
+`--clusters`: space- or comma-separated target aliases).
+
+Failures, the way Airflow 3.3 can show them:
+* A config the loader rejects has no flows to build: the DAG file raises, and Airflow lists an import error
+  naming file, line and key of every problem (MM2 would refuse to start on it too).
+* A flow whose DAG cannot be built (its schedule, an id clash) becomes a placeholder DAG with that flow's id:
+  paused by its `None` schedule, tagged `mirrorflow:broken`, its docs and its one task carrying the error.
+  The other flows keep running. An import error cannot be used for this: Airflow marks every DAG of a file
+  with an import error as stale, so one bad flow would stop all of them.
+* `MIRRORFLOW_STRICT=1` turns broken flows into an import error of the whole file (meant for CI).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+from collections.abc import Callable, MutableMapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from airflow.providers.standard.operators.python import PythonOperator
+from airflow.sdk import DAG, get_parsing_context
+
+from mirrorflow.airflow import tasks
+from mirrorflow.airflow.dag_docs import broken_doc, flow_doc, heartbeat_doc
+from mirrorflow.airflow.dag_ids import flow_dag_id, flow_tags, heartbeat_dag_id
+from mirrorflow.airflow.schedule import Schedule, ScheduleError, parse_schedule
+from mirrorflow.airflow.spark import MirrorflowCopyOperator
+from mirrorflow.config.issues import Issue, IssueLog
+from mirrorflow.config.loader import load_config
+from mirrorflow.config.model import Flow, MirrorConfig
+from mirrorflow.config.precedence import connector_settings
+from mirrorflow.config.properties import read_properties
+from mirrorflow.core.errors import UsageError
+
+log = logging.getLogger(__name__)
+
+CONFIG_ENV = "MIRRORFLOW_CONFIG"
+CLUSTERS_ENV = "MIRRORFLOW_CLUSTERS"
+STRICT_ENV = "MIRRORFLOW_STRICT"
+BROKEN_TAG = "mirrorflow:broken"
+START_DATE = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
+RETRIES = 3
+RETRY_DELAY = dt.timedelta(seconds=30)
+MAX_RETRY_DELAY = dt.timedelta(minutes=10)
+CONTROL_TIMEOUT = dt.timedelta(minutes=15)
+LOOP_MARGIN = dt.timedelta(minutes=5)
+
+
+class FlowDagError(UsageError):
+    """The DAG file cannot be built (a bad config, or broken flows in strict mode): Airflow's import error."""
+
+
+class FlowBuildError(UsageError):
+    """One flow's DAG cannot be built; the message names file, line and key where one is to blame."""
+
+
+def register_flow_dags(
+    globals_dict: MutableMapping[str, Any],
+    config_path: str | Path | None = None,
+    clusters: Sequence[str] | None = None,
+) -> dict[str, DAG]:
+    """Build the DAGs of every enabled flow (and heartbeat-only pair) into `globals_dict`; returns them by id."""
+    repo = repo_root(globals_dict.get("__file__"))
+    path = config_file(config_path, repo)
+    subset = list(clusters) if clusters is not None else env_clusters()
+    try:
+        config = load_config(path, subset or None)
+    except UsageError as err:
+        raise FlowDagError(
+            f"Mirrorflow builds no DAG from {path} (set by {CONFIG_ENV}) until it is fixed:\n{err}"
+        ) from None
+    factory = _Factory(config, str(path), subset or None, repo / "spark_jobs" / "mirrorflow_copy.py")
+    dags, broken = factory.build(only=get_parsing_context().dag_id)
+    if broken and os.environ.get(STRICT_ENV, "").strip().lower() in ("1", "true", "yes"):
+        raise FlowDagError(f"{STRICT_ENV} is set and {len(broken)} flow(s) cannot be built:\n" + "\n".join(broken))
+    for dag_id, dag in dags.items():
+        globals_dict[dag_id] = dag
+    return dags
+
+
+def repo_root(dag_file: str | None) -> Path:
+    """The checkout holding `dags/` (and `spark_jobs/`, `config/`): the DAG file's grandparent."""
+    if dag_file:
+        return Path(dag_file).resolve().parents[1]
+    return Path(__file__).resolve().parents[3]
+
+
+def config_file(config_path: str | Path | None, repo: Path) -> Path:
+    """The config to read; a relative path is taken from the checkout (the parser's cwd is anyone's guess)."""
+    raw = config_path or os.environ.get(CONFIG_ENV) or repo / "config" / "mm2.properties"
+    path = Path(raw).expanduser()
+    return path if path.is_absolute() else (repo / path).resolve()
+
+
+def env_clusters() -> list[str]:
+    """`MIRRORFLOW_CLUSTERS="A B"` or `"A,B"` → ["A", "B"]."""
+    return os.environ.get(CLUSTERS_ENV, "").replace(",", " ").split()
+
+
+class _Factory:
+    def __init__(self, config: MirrorConfig, path: str, clusters: list[str] | None, application: Path) -> None:
+        self.config = config
+        self.path = path
+        self.clusters = clusters
+        self.application = str(application)
+
+    def build(self, only: str | None = None) -> tuple[dict[str, DAG], list[str]]:
+        """(DAGs by id, error messages of broken flows); with `only`, just that DAG (a worker's parse)."""
+        enabled = {f.name for f in self.config.flows}
+        wanted: list[tuple[str, Flow, Callable[[str, Flow], DAG]]] = [
+            (flow_dag_id(f.source, f.target), f, self._flow_dag) for f in self.config.flows
+        ]
+        wanted += [
+            (heartbeat_dag_id(f.source, f.target), f, self._heartbeat_dag)
+            for f in self.config.heartbeat_flows
+            if f.name not in enabled and f.emit_heartbeats_enabled
+        ]
+        owners: dict[str, list[str]] = {}
+        for dag_id, flow, _ in wanted:
+            owners.setdefault(dag_id, []).append(flow.name)
+        dags: dict[str, DAG] = {}
+        broken: list[str] = []
+        for dag_id, flow, build in wanted:
+            if only is not None and dag_id != only:
+                continue
+            try:
+                if len(owners[dag_id]) > 1:
+                    raise FlowBuildError(
+                        f"{self.path}: flows {' and '.join(owners[dag_id])} both map to DAG id {dag_id!r}; "
+                        "rename one of the cluster aliases"
+                    )
+                dags[dag_id] = build(dag_id, flow)
+            except Exception as err:  # one flow must not take the others down with it
+                message = str(err)
+                if not isinstance(err, FlowBuildError):
+                    message = f"{self.path}: flow {flow.name}: {type(err).__name__}: {err}"
+                log.error("Mirrorflow flow %s is broken: %s", flow.name, message)
+                broken.append(message)
+                dags[dag_id] = self._broken_dag(dag_id, flow, message)
+        return dags, broken
+
+    def _op_kwargs(self, flow: Flow) -> dict[str, Any]:
+        return {"config_path": self.path, "flow_name": flow.name, "clusters": self.clusters}
+
+    def _python(self, task_id: str, flow: Flow, call: Callable[..., Any], **kwargs: Any) -> PythonOperator:
+        return PythonOperator(task_id=task_id, python_callable=call, op_kwargs=self._op_kwargs(flow), **kwargs)
+
+    def _dag(self, dag_id: str, flow: Flow, schedule: Schedule, **kwargs: Any) -> DAG:
+        return DAG(
+            dag_id=dag_id,
+            schedule=schedule,
+            start_date=START_DATE,
+            catchup=False,
+            max_active_runs=1,
+            auto_register=False,  # only what `register_flow_dags` returns: never a half-built DAG
+            default_args={
+                "owner": "mirrorflow",
+                "retries": RETRIES,
+                "retry_delay": RETRY_DELAY,
+                "retry_exponential_backoff": 2.0,
+                "max_retry_delay": MAX_RETRY_DELAY,
+            },
+            **kwargs,
+        )
+
+    def _flow_dag(self, dag_id: str, flow: Flow) -> DAG:
+        schedule = self.schedule(flow)
+        loop_timeout = dt.timedelta(seconds=flow.copy_run_seconds) + LOOP_MARGIN
+        task_ids = ["discover", "sync_topics", "sync_configs", "sync_acls", "copy"]
+        task_ids += ["emit_checkpoints", "sync_group_offsets", "heartbeats"]
+        with self._dag(
+            dag_id,
+            flow,
+            schedule,
+            tags=flow_tags(flow.source, flow.target),
+            doc_md=flow_doc(flow, self.path, task_ids),
+            description=f"Mirrorflow {flow.name}: MM2 replication from {flow.source} to {flow.target}",
+            dag_display_name=f"mirrorflow {flow.name}",
+        ) as dag:
+            control = {"execution_timeout": CONTROL_TIMEOUT}
+            discover = self._python("discover", flow, tasks.discover, **control)
+            topics = self._python("sync_topics", flow, tasks.sync_topics, **control)
+            configs = self._python("sync_configs", flow, tasks.sync_configs, **control)
+            acls = self._python("sync_acls", flow, tasks.sync_acls, **control)
+            continuous = flow.copy_mode == "continuous"
+            copy = MirrorflowCopyOperator(
+                task_id="copy",
+                application=self.application,
+                config_path=self.path,
+                flow_name=flow.name,
+                clusters=self.clusters,
+                copy_mode=flow.copy_mode,
+                run_seconds=flow.copy_run_seconds,
+                spark_master=flow.spark_master,
+                explicit_master="mirrorflow.spark.master" in flow.settings,
+                execution_timeout=loop_timeout + dt.timedelta(minutes=10) if continuous else None,
+            )
+            loops = {"execution_timeout": loop_timeout}
+            checkpoints = self._python("emit_checkpoints", flow, tasks.emit_checkpoints, **loops)
+            groups = self._python("sync_group_offsets", flow, tasks.sync_group_offsets, **loops)
+            beats = self._python("heartbeats", flow, tasks.heartbeats, **loops)
+            discover >> topics >> [configs, acls]
+            if continuous:
+                [configs, acls] >> copy
+                [configs, acls] >> checkpoints
+                [configs, acls] >> groups
+            else:  # checkpoints translate what this run copied; group sync reads those checkpoints
+                [configs, acls] >> copy >> checkpoints >> groups
+            topics >> beats
+        return dag
+
+    def _heartbeat_dag(self, dag_id: str, flow: Flow) -> DAG:
+        schedule = self.schedule(flow)
+        with self._dag(
+            dag_id,
+            flow,
+            schedule,
+            tags=flow_tags(flow.source, flow.target, "mirrorflow:heartbeats"),
+            doc_md=heartbeat_doc(flow, self.path),
+            description=f"Mirrorflow heartbeats {flow.name} (flow not enabled)",
+            dag_display_name=f"mirrorflow heartbeats {flow.name}",
+        ) as dag:
+            timeout = dt.timedelta(seconds=flow.copy_run_seconds) + LOOP_MARGIN
+            self._python("heartbeats", flow, tasks.heartbeat_pair, execution_timeout=timeout)
+        return dag
+
+    def _broken_dag(self, dag_id: str, flow: Flow, message: str) -> DAG:
+        with DAG(
+            dag_id=dag_id,
+            schedule=None,
+            start_date=START_DATE,
+            catchup=False,
+            auto_register=False,
+            tags=flow_tags(flow.source, flow.target, BROKEN_TAG),
+            doc_md=broken_doc(flow.name, message),
+            description=message.splitlines()[0][:200],
+        ) as dag:
+            PythonOperator(task_id="config_error", python_callable=tasks.broken_flow, op_kwargs={"message": message})
+        return dag
+
+    def schedule(self, flow: Flow) -> Schedule:
+        """The flow's `mirrorflow.schedule` for `DAG(schedule=...)`, or a FlowBuildError at its key and line."""
+        try:
+            schedule = parse_schedule(flow.schedule)
+            if isinstance(schedule, str) and not schedule.startswith("@"):
+                _validate_cron(schedule)
+        except ScheduleError as err:
+            key, line = self._origin(flow, "mirrorflow.schedule")
+            issue = Issue(self.path, line, key, err.problem, err.fix)
+            raise FlowBuildError(issue.render()) from None
+        return schedule
+
+    def _origin(self, flow: Flow, key: str) -> tuple[str, int | None]:
+        """The raw key (and its line) that set `key` for `flow`, found by MM2's precedence."""
+        props = read_properties(self.path, IssueLog(self.path))
+        if props is None:
+            return key, None
+        origin = connector_settings(props.values, flow.source, flow.target).get(key, (None, None))[1] or key
+        return origin, props.lines.get(origin)
+
+
+def _validate_cron(expression: str) -> None:
+    from airflow.sdk import CronTriggerTimetable
+    from airflow.sdk.exceptions import AirflowTimetableInvalid
+
+    try:
+        CronTriggerTimetable(expression, timezone="UTC").validate()
+    except AirflowTimetableInvalid as err:
+        raise ScheduleError(f"{expression!r} is not a valid cron string ({err})") from None

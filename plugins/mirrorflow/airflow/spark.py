@@ -1,0 +1,177 @@
+"""The `copy` task: `spark-submit spark_jobs/mirrorflow_copy.py CONFIG --flow A->B` on the `mirrorflow_spark`
+connection, never on a master nobody chose.
+
+The Spark provider falls back to `--master yarn` when its connection is missing, with one log line. So the
+master is settled here, at run time, before the hook is built:
+* the Airflow connection `mirrorflow_spark` when it exists (a deployment's cluster: YARN, Kubernetes, standalone);
+* otherwise the flow's `mirrorflow.spark.master` (default `local[*]`), installed for this task process as
+  `AIRFLOW_CONN_MIRRORFLOW_SPARK` and removed afterwards.
+A flow that sets `mirrorflow.spark.master` explicitly and a connection that points elsewhere is an error.
+
+With a local master the job runs on the worker: `spark-submit` and the executors' Python come from the
+interpreter running Airflow (pip-installed pyspark finds SPARK_HOME through that `bin/`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+from mirrorflow.core.errors import MirrorflowError, UsageError
+
+SPARK_CONN_ID = "mirrorflow_spark"
+CLUSTER_SETTINGS_ENV = "MIRRORFLOW_CLUSTER_SETTINGS"
+"""`{alias: librdkafka settings}` from Airflow connections, for the copy job (an env var: never on a command line)."""
+SUMMARY_KEYS = ("records", "bytes", "dropped", "transactions", "offset_syncs", "max_latency_ms", "avg_latency_ms")
+
+
+def conn_env_var(conn_id: str) -> str:
+    return f"AIRFLOW_CONN_{conn_id.upper()}"
+
+
+def is_local(master: str) -> bool:
+    return master.strip().startswith("local")
+
+
+def connection_master(conn: Any) -> str:
+    """The master a Spark connection stands for, read as the Spark provider's hook reads it."""
+    if conn.conn_type == "spark" and conn.host and ("://" in conn.host or not conn.port):
+        master = str(conn.host)
+    else:
+        master = f"{conn.conn_type}://{conn.host or ''}"
+    return f"{master}:{conn.port}" if conn.port else master
+
+
+def existing_master(conn_id: str) -> str | None:
+    """The master of Airflow connection `conn_id`, or None when no secrets backend defines it."""
+    from airflow.sdk import BaseHook
+    from airflow.sdk.exceptions import AirflowNotFoundException
+
+    try:
+        return connection_master(BaseHook.get_connection(conn_id))
+    except AirflowNotFoundException:
+        return None
+
+
+@contextmanager
+def spark_connection(conn_id: str, flow_master: str, explicit: bool, flow: str) -> Iterator[str]:
+    """Make `conn_id` resolvable for the duration of the block; yields the master the job will use."""
+    master = existing_master(conn_id)
+    if master is not None:
+        if explicit and master != flow_master:
+            raise UsageError(
+                f"flow {flow} sets mirrorflow.spark.master = {flow_master} but the Airflow connection "
+                f"{conn_id!r} points at {master}; remove one of them"
+            )
+        yield master
+        return
+    name = conn_env_var(conn_id)
+    os.environ[name] = json.dumps({"conn_type": "spark", "host": flow_master})
+    try:
+        yield flow_master
+    finally:
+        os.environ.pop(name, None)
+
+
+def local_env(bin_dir: Path | None = None) -> dict[str, str]:
+    """PATH and PySpark's Python for a local master: the interpreter running this task."""
+    bin_dir = bin_dir or Path(sys.executable).parent
+    return {
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+        "PYSPARK_PYTHON": sys.executable,
+    }
+
+
+class MirrorflowCopyOperator(SparkSubmitOperator):
+    """SparkSubmitOperator for one flow's copy; returns the job's totals (no per-partition lines) to XCom."""
+
+    def __init__(
+        self,
+        *,
+        application: str,
+        config_path: str,
+        flow_name: str,
+        clusters: Sequence[str] | None,
+        copy_mode: str,
+        run_seconds: int,
+        spark_master: str,
+        explicit_master: bool,
+        **kwargs: Any,
+    ) -> None:
+        args = [config_path, "--flow", flow_name, "--mode", copy_mode]
+        if copy_mode == "continuous":
+            args += ["--run-seconds", str(run_seconds)]
+        if clusters:
+            args += ["--clusters", *clusters]
+        super().__init__(
+            application=application,
+            application_args=args,
+            conn_id=SPARK_CONN_ID,
+            name=f"mirrorflow-copy-{flow_name.replace('->', '-')}",
+            **kwargs,
+        )
+        self.config_path = config_path
+        self.flow_name = flow_name
+        self.clusters = list(clusters) if clusters else None
+        self.spark_master = spark_master
+        self.explicit_master = explicit_master
+        self.binary = kwargs.get("spark_binary") or "spark-submit"
+
+    def execute(self, context: Any) -> dict[str, Any] | None:  # type: ignore[override]  # the totals go to XCom
+        if not Path(self.application).is_file():
+            raise MirrorflowError(f"the copy job {self.application} does not exist; check the Mirrorflow checkout")
+        base_args = list(self.application_args or [])
+        base_env = dict(self.env_vars or {})
+        with (
+            spark_connection(SPARK_CONN_ID, self.spark_master, self.explicit_master, self.flow_name) as master,
+            tempfile.TemporaryDirectory(prefix="mirrorflow-copy-") as tmp,
+        ):
+            summary_file = Path(tmp) / "summary.json" if is_local(master) else None
+            self.application_args = [*base_args, "--master", master]
+            if summary_file is not None:
+                self.application_args += ["--summary-file", str(summary_file)]
+            self.env_vars = {**base_env, **self._job_env(master)}
+            self._hook = None
+            try:
+                super().execute(context)
+            finally:
+                self.application_args, self.env_vars = base_args, base_env
+            if summary_file is None or not summary_file.is_file():
+                return None
+            summary = json.loads(summary_file.read_text())
+        result = {key: summary[key] for key in SUMMARY_KEYS if key in summary}
+        result.update(flow=self.flow_name, master=master, partitions=len(summary.get("ranges", [])))
+        self.log.info("flow %s: copied %s", self.flow_name, result)
+        return result
+
+    def _job_env(self, master: str) -> dict[str, str]:
+        env: dict[str, str] = {}
+        if is_local(master):
+            env.update(local_env())
+            if shutil.which(self.binary, path=env["PATH"]) is None:
+                raise MirrorflowError(
+                    f"{self.binary} is not on PATH ({env['PATH']}); install pyspark into Airflow's environment "
+                    "or put Spark's bin directory on PATH"
+                )
+        from mirrorflow.airflow.connections import cluster_settings
+        from mirrorflow.airflow.tasks import find_flow
+
+        settings = cluster_settings(find_flow(self.config_path, self.flow_name, self.clusters))
+        if settings:
+            if not is_local(master):
+                raise UsageError(
+                    f"flow {self.flow_name} takes credentials from Airflow connections, which Mirrorflow hands "
+                    f"to the Spark job only on a local master (here: {master}); give the Spark cluster the "
+                    "credentials through mm2.properties (${env:...} or ${file:...} references) instead"
+                )
+            env[CLUSTER_SETTINGS_ENV] = json.dumps(settings)
+        return env

@@ -1,0 +1,197 @@
+"""The callables behind the flow DAGs' tasks: thin shells over `mirrorflow.replication`.
+
+Each one receives only the config path, the flow name and the `--clusters` subset (nothing secret crosses
+Airflow's metadata database), loads the flow afresh on the worker, merges credentials from Airflow connections,
+calls the same replication function the CLI calls, and returns a small JSON summary for XCom.
+
+In continuous copy mode the copy runs for `mirrorflow.copy.run.seconds`; the heartbeat, checkpoint and group
+sync tasks run beside it for the same time at their MM2 cadences (`emit.heartbeats.interval.seconds`,
+`emit.checkpoints.interval.seconds`, `sync.group.offsets.interval.seconds`), so a DAG run is bounded and the
+next `@continuous` run takes over. In interval mode each runs once.
+
+Replication modules are imported inside the callables: the scheduler's DAG parser never loads Kafka clients.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
+
+from mirrorflow.airflow.connections import with_connections
+from mirrorflow.airflow.reports import compact, control_plane_summary, plan_summary, repeated_summary
+from mirrorflow.config.loader import load_config
+from mirrorflow.config.model import Flow, UnknownFlowError
+from mirrorflow.core.errors import MirrorflowError
+
+log = logging.getLogger(__name__)
+
+Clusters = Sequence[str] | None
+
+
+def find_flow(config_path: str, flow_name: str, clusters: Clusters = None) -> Flow:
+    """The flow (or heartbeat-only pair) `flow_name` as the file defines it now."""
+    config = load_config(config_path, list(clusters) if clusters else None)
+    try:
+        return config.flow(flow_name)
+    except UnknownFlowError:
+        pairs = {f.name: f for f in config.heartbeat_flows}
+        if flow_name not in pairs:
+            raise
+        return pairs[flow_name]
+
+
+def load_flow(config_path: str, flow_name: str, clusters: Clusters = None) -> Flow:
+    """`find_flow` with the credentials of the flow's Airflow connections merged in."""
+    return with_connections(find_flow(config_path, flow_name, clusters))
+
+
+def repeat(
+    step: Callable[[], Any],
+    *,
+    every: float,
+    for_seconds: float,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> list[Any]:
+    """Run `step` now and then every `every` seconds until `for_seconds` have passed; the first failure raises."""
+    start = clock()
+    deadline = start + for_seconds
+    due = start
+    reports = [step()]
+    while True:
+        due += every
+        if due >= deadline:
+            return reports
+        now = clock()
+        if due > now:
+            sleep(due - now)
+        reports.append(step())
+
+
+def _cadence(flow: Flow, every: float, step: Callable[[], Any]) -> dict[str, Any]:
+    """Once in interval mode; at `every` for the copy's run time in continuous mode."""
+    started = time.monotonic()
+    if flow.copy_mode == "continuous":
+        reports = repeat(step, every=every, for_seconds=float(flow.copy_run_seconds))
+    else:
+        reports = [step()]
+    summary = repeated_summary(reports, time.monotonic() - started)
+    log.info("flow %s: %d run(s) in %.1f s", flow.name, summary["runs"], summary["seconds"])
+    return {"flow": flow.name, **summary}
+
+
+def discover(config_path: str, flow_name: str, clusters: Clusters = None) -> dict[str, Any]:
+    """Both clusters are reachable and the flow's topics are known: the plan, as counts."""
+    from mirrorflow.replication.discovery import discover as discover_plan
+    from mirrorflow.replication.flow_clients import FlowClients
+
+    flow = load_flow(config_path, flow_name, clusters)
+    with FlowClients(flow) as clients:
+        summary = plan_summary(discover_plan(flow, clients))
+    log.info("flow %s: %s", flow.name, summary)
+    return summary
+
+
+def _control_plane(config_path: str, flow_name: str, clusters: Clusters, step: str) -> dict[str, Any]:
+    from mirrorflow.replication.flow_cycle import run_control_plane
+
+    flow = load_flow(config_path, flow_name, clusters)
+    summary = control_plane_summary(run_control_plane(flow, steps={step}))
+    log.info("flow %s: %s", flow.name, summary)
+    return summary
+
+
+def sync_topics(config_path: str, flow_name: str, clusters: Clusters = None) -> dict[str, Any]:
+    """Create missing remote topics, grow partition counts, create the internal topics."""
+    from mirrorflow.replication.flow_cycle import TOPICS
+
+    return _control_plane(config_path, flow_name, clusters, TOPICS)
+
+
+def sync_configs(config_path: str, flow_name: str, clusters: Clusters = None) -> dict[str, Any]:
+    """Topic configs to the target (honours `sync.topic.configs.enabled`)."""
+    from mirrorflow.replication.flow_cycle import CONFIGS
+
+    return _control_plane(config_path, flow_name, clusters, CONFIGS)
+
+
+def sync_acls(config_path: str, flow_name: str, clusters: Clusters = None) -> dict[str, Any]:
+    """Topic ACLs to the target (honours `sync.topic.acls.enabled`)."""
+    from mirrorflow.replication.flow_cycle import ACLS
+
+    return _control_plane(config_path, flow_name, clusters, ACLS)
+
+
+def heartbeats(config_path: str, flow_name: str, clusters: Clusters = None) -> dict[str, Any]:
+    """`Heartbeat(source, target, now)` into the target's `heartbeats` topic at its cadence."""
+    from mirrorflow.replication.flow_clients import FlowClients
+    from mirrorflow.replication.flow_cycle import HEARTBEAT, run_control_plane
+
+    flow = load_flow(config_path, flow_name, clusters)
+    if not flow.emit_heartbeats_enabled:
+        return _skipped(flow, "emit.heartbeats.enabled = false")
+    with FlowClients(flow) as clients:
+        return _cadence(
+            flow,
+            float(flow.emit_heartbeats_interval_seconds),
+            lambda: run_control_plane(flow, clients, steps={HEARTBEAT}).heartbeat,
+        )
+
+
+def heartbeat_pair(config_path: str, flow_name: str, clusters: Clusters = None) -> dict[str, Any]:
+    """A pair MM2 runs only a heartbeat herder for: its `heartbeats` topic, then heartbeats at the cadence."""
+    from mirrorflow.replication.flow_clients import FlowClients
+    from mirrorflow.replication.flow_cycle import HEARTBEAT, TOPICS, run_heartbeat_pair
+
+    flow = load_flow(config_path, flow_name, clusters)
+    with FlowClients(flow) as clients:
+        run_heartbeat_pair(flow, clients, steps={TOPICS})
+        if not flow.emit_heartbeats_enabled:
+            return _skipped(flow, "emit.heartbeats.enabled = false")
+        return _cadence(
+            flow,
+            float(flow.emit_heartbeats_interval_seconds),
+            lambda: run_heartbeat_pair(flow, clients, steps={HEARTBEAT}).heartbeat,
+        )
+
+
+def emit_checkpoints(config_path: str, flow_name: str, clusters: Clusters = None) -> dict[str, Any]:
+    """MM2 checkpoints for the flow's groups, translated exactly, at `emit.checkpoints.interval.seconds`.
+
+    One checkpoint store for all rounds of the task, as MM2 loads it once: its own writes keep it current."""
+    from mirrorflow.replication.checkpoints import emit_checkpoints as emit
+    from mirrorflow.replication.flow_clients import FlowClients
+    from mirrorflow.replication.offset_translation import CheckpointStore
+
+    flow = load_flow(config_path, flow_name, clusters)
+    if not flow.emit_checkpoints_enabled:
+        return _skipped(flow, "emit.checkpoints.enabled = false")
+    with FlowClients(flow) as clients:
+        store = CheckpointStore.for_flow(flow, timeout_s=clients.timeout_s)
+        return _cadence(flow, float(flow.emit_checkpoints_interval_seconds), lambda: emit(flow, clients, store=store))
+
+
+def sync_group_offsets(config_path: str, flow_name: str, clusters: Clusters = None) -> dict[str, Any]:
+    """Translated offsets into idle target groups, at `sync.group.offsets.interval.seconds`.
+
+    Each round reads the checkpoints topic afresh: the checkpoints come from the `emit_checkpoints` task."""
+    from mirrorflow.replication.flow_clients import FlowClients
+    from mirrorflow.replication.group_sync import sync_group_offsets as sync
+
+    flow = load_flow(config_path, flow_name, clusters)
+    if not flow.sync_group_offsets_enabled:
+        return _skipped(flow, "sync.group.offsets.enabled = false")
+    with FlowClients(flow) as clients:
+        return _cadence(flow, float(flow.sync_group_offsets_interval_seconds), lambda: sync(flow, clients))
+
+
+def broken_flow(message: str) -> NoReturn:
+    """The one task of a flow whose DAG could not be built: running it shows why."""
+    raise MirrorflowError(message)
+
+
+def _skipped(flow: Flow, reason: str) -> dict[str, Any]:
+    log.info("flow %s: skipped, %s", flow.name, reason)
+    return {"flow": flow.name, "skipped": compact(reason)}

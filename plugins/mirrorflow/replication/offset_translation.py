@@ -1,0 +1,284 @@
+"""Exact offset translation for one flow, and MM2's checkpoint store.
+
+The copy keeps, on the target, the complete upstream->downstream offset map of every partition it copied
+(`offset_map_topic`) and its committed progress (`progress_topic`); `load_offset_maps` rebuilds one
+`OffsetMap` per source partition from them. A committed upstream offset U then translates to the downstream
+offset of the first copied record at or after U, or to the replicated end when U lies past every copied
+record (DESIGN §1.5): the consumer that resumes there on the target reads exactly what the source group had
+not read yet. The answer is None when the partition was never copied or U is older than the copied history.
+
+`CheckpointStore` is MM2's: the latest checkpoint per (group, downstream partition), read once from
+`<source>.checkpoints.internal` on the target and kept current by whoever emits checkpoints.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from mirrorflow.config.model import Flow
+from mirrorflow.core.checkpoint import Checkpoint
+from mirrorflow.core.offset_map import OffsetMap, Segment, decode_segment, decode_segment_key, offset_map_topic
+from mirrorflow.core.progress import Progress, decode_progress, progress_topic
+from mirrorflow.core.wire import WireFormatError
+from mirrorflow.kafka.compacted_log import read_to_end
+from mirrorflow.kafka.offsets import list_offsets
+from mirrorflow.replication.flow_clients import Admin
+from mirrorflow.replication.flow_rules import internal_separator
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+RawRecord = tuple[bytes | None, bytes | None]
+"""(key, value) of a stored record, in log order."""
+Status = Literal["exact", "ahead-of-copy", "not-copied", "before-history"]
+
+
+@dataclass(frozen=True)
+class Translation:
+    """`offset` is None unless `status` is "exact" or "ahead-of-copy".
+
+    ahead-of-copy: the group is past what the copy has read; `offset` is the replicated end, so nothing on
+    the target is re-read or skipped, and records copied later that the group already read will be re-read.
+    """
+
+    offset: int | None
+    status: Status
+
+
+@dataclass(frozen=True)
+class TranslatedOffset:
+    """A group's position on the target: `topic` is the downstream (remote) topic."""
+
+    topic: str
+    partition: int
+    offset: int
+    upstream_offset: int
+    metadata: str = ""
+
+    def to_json(self) -> dict[str, str | int]:
+        """The `translate --json` shape (DESIGN §6)."""
+        return {"topic": self.topic, "partition": self.partition, "offset": self.offset}
+
+
+class FlowOffsetMaps:
+    """The offset maps of one flow, keyed by source topic-partition.
+
+    The stored map begins at the first copied record, not where the copy began reading, so offsets in a
+    leading gap (records compacted away or aborted before the first copied one) fall below it. When the copy
+    began at the source log start (the default `auto.offset.reset=earliest`), every offset from the current
+    log start up to the first copied record was read and not copied: `learn_log_starts` supplies those log
+    starts, and such offsets then translate to the first copy, as any other gap does.
+    """
+
+    def __init__(self, maps: Mapping[TopicPartition, OffsetMap]) -> None:
+        self._maps = dict(maps)
+        self._log_starts: dict[TopicPartition, int] = {}
+
+    def __len__(self) -> int:
+        return len(self._maps)
+
+    def get(self, topic: str, partition: int) -> OffsetMap | None:
+        return self._maps.get((topic, partition))
+
+    def learn_log_starts(self, log_starts: Mapping[TopicPartition, int]) -> None:
+        """Source log starts of partitions the copy read from their log start (see the class docstring)."""
+        self._log_starts.update(log_starts)
+
+    def translate(self, topic: str, partition: int, upstream_offset: int) -> Translation:
+        offset_map = self._maps.get((topic, partition))
+        if offset_map is None or offset_map.start is None or offset_map.upstream_end is None:
+            return Translation(None, "not-copied")
+        if upstream_offset < offset_map.start:
+            log_start = self._log_starts.get((topic, partition))
+            if log_start is None or upstream_offset < log_start:
+                return Translation(None, "before-history")
+            upstream_offset = offset_map.start
+        ahead = upstream_offset > offset_map.upstream_end
+        offset = offset_map.translate(upstream_offset, clamp_ahead=True)
+        if offset is None:
+            return Translation(None, "not-copied")
+        return Translation(offset, "ahead-of-copy" if ahead else "exact")
+
+
+def learn_leading_gaps(
+    flow: Flow,
+    maps: FlowOffsetMaps,
+    positions: Iterable[tuple[str, int, int]],
+    source_admin: Admin,
+    timeout_s: float,
+) -> None:
+    """Give `maps` the source log starts it needs for `positions` (topic, partition, upstream offset) that
+    lie below their copied history, when the flow copies from the log start (not `auto.offset.reset=latest`).
+    """
+    if flow.source_consumer.librdkafka().get("auto.offset.reset", "earliest") == "latest":
+        return
+    below = {
+        (topic, partition)
+        for topic, partition, offset in positions
+        if maps.translate(topic, partition, offset).status == "before-history"
+    }
+    if below:
+        maps.learn_log_starts(list_offsets(source_admin, flow.source, below, latest=False, timeout_s=timeout_s))
+
+
+def assemble_offset_maps(
+    segment_records: Iterable[RawRecord],
+    progress_records: Iterable[RawRecord],
+    *,
+    topics: Collection[str] | None = None,
+) -> dict[TopicPartition, OffsetMap]:
+    """Rebuild the maps from the two topics' records (log order), only for `topics` if given.
+
+    Later records win: a rewritten key replaces the segment, a tombstone deletes it, and a segment that starts
+    inside an older one (an at-least-once copy that resumed from an older progress record and copied the
+    tail again) cuts the older ones at its start, because the later copy is the one a consumer reads.
+    """
+    wanted = None if topics is None else set(topics)
+    segments: dict[TopicPartition, dict[int, Segment]] = {}
+    for key, value in segment_records:
+        if key is None:
+            continue
+        if value is None:
+            topic, partition, start = decode_segment_key(key)
+            if wanted is None or topic in wanted:
+                segments.get((topic, partition), {}).pop(start, None)
+            continue
+        topic, partition, segment = decode_segment(key, value)
+        if wanted is not None and topic not in wanted:
+            continue
+        _put_segment(segments.setdefault((topic, partition), {}), segment)
+    progress: dict[TopicPartition, Progress] = {}
+    for key, value in progress_records:
+        if key is None or value is None:
+            continue
+        record = decode_progress(key, value)
+        if wanted is None or record.topic in wanted:
+            progress[(record.topic, record.partition)] = record
+    maps: dict[TopicPartition, OffsetMap] = {}
+    for tp in sorted({tp for tp, stored in segments.items() if stored} | set(progress)):
+        p = progress.get(tp)
+        try:
+            maps[tp] = OffsetMap.restore(
+                segments.get(tp, {}).values(),
+                next_upstream=p.next_upstream if p else None,
+                downstream_end=p.downstream_end if p else None,
+            )
+        except ValueError as err:
+            log.warning("offset map of %s-%d cannot be rebuilt, it is not translated: %s", tp[0], tp[1], err)
+    return maps
+
+
+def _put_segment(stored: dict[int, Segment], segment: Segment) -> None:
+    start = segment.upstream_start
+    for other_start, other in list(stored.items()):
+        if other_start == start or other.upstream_end <= start:
+            continue
+        if other_start > start:
+            del stored[other_start]
+        else:
+            stored[other_start] = Segment(other_start, other.downstream_start, start - other_start)
+    stored[start] = segment
+
+
+def load_offset_maps(
+    flow: Flow, *, topics: Collection[str] | None = None, timeout_s: float | None = None
+) -> FlowOffsetMaps:
+    """The flow's offset maps as committed on the target (read_committed: only finished copy batches)."""
+    sep = internal_separator(flow)
+    conf = flow.target_consumer.librdkafka()
+    timeout = flow.admin_timeout_ms / 1000 if timeout_s is None else timeout_s
+    if topics is not None and not topics:
+        return FlowOffsetMaps({})
+
+    def records(topic: str) -> Iterator[RawRecord]:
+        for _p, _o, key, value, _ts in read_to_end(flow.target, conf, topic, partitions=[0], timeout_s=timeout):
+            yield key, value
+
+    maps = assemble_offset_maps(
+        records(offset_map_topic(flow.source, sep)), records(progress_topic(flow.source, sep)), topics=topics
+    )
+    return FlowOffsetMaps(maps)
+
+
+class CheckpointStore:
+    """MM2's `CheckpointStore`: the last checkpoint per (group, downstream topic, partition).
+
+    Invariant kept by `emit_checkpoints`: a checkpoint is only added when `is_more_recent` than the stored
+    one, so for a fixed upstream offset the stored downstream offset never decreases.
+    """
+
+    def __init__(self, checkpoints: Iterable[Checkpoint] = (), *, malformed: int = 0) -> None:
+        self._last: dict[str, dict[TopicPartition, Checkpoint]] = {}
+        self.malformed = malformed
+        """Records of the topic that were not checkpoints (skipped, as MM2 does)."""
+        for checkpoint in checkpoints:
+            self.update(checkpoint)
+
+    @classmethod
+    def from_records(
+        cls, records: Iterable[RawRecord], *, group_matches: Callable[[str], bool] | None = None
+    ) -> CheckpointStore:
+        checkpoints: list[Checkpoint] = []
+        malformed = 0
+        for key, value in records:
+            try:
+                checkpoint = Checkpoint.from_record(key, value)
+            except WireFormatError:
+                malformed += 1
+                continue
+            if group_matches is None or group_matches(checkpoint.consumer_group_id):
+                checkpoints.append(checkpoint)
+        if malformed:
+            log.info("skipped %d records that are not checkpoints", malformed)
+        return cls(checkpoints, malformed=malformed)
+
+    @classmethod
+    def load(
+        cls,
+        cluster: str,
+        conf: Mapping[str, str],
+        topic: str,
+        *,
+        timeout_s: float,
+        group_matches: Callable[[str], bool] | None = None,
+    ) -> CheckpointStore:
+        """Read partition 0 of a checkpoints topic from the beginning to its end (an absent topic: empty)."""
+        records = (
+            (key, value)
+            for _p, _o, key, value, _ts in read_to_end(cluster, conf, topic, partitions=[0], timeout_s=timeout_s)
+        )
+        return cls.from_records(records, group_matches=group_matches)
+
+    @classmethod
+    def for_flow(cls, flow: Flow, *, timeout_s: float | None = None) -> CheckpointStore:
+        """The checkpoints flow `source->target` has written to `<source>.checkpoints.internal` on the target."""
+        topic = flow.policy().checkpoints_topic(flow.source)
+        timeout = flow.admin_timeout_ms / 1000 if timeout_s is None else timeout_s
+        return cls.load(flow.target, flow.target_consumer.librdkafka(), topic, timeout_s=timeout)
+
+    def last(self, group: str, topic: str, partition: int) -> Checkpoint | None:
+        return self._last.get(group, {}).get((topic, partition))
+
+    def update(self, checkpoint: Checkpoint) -> None:
+        group = self._last.setdefault(checkpoint.consumer_group_id, {})
+        group[(checkpoint.topic, checkpoint.partition)] = checkpoint
+
+    def groups(self) -> list[str]:
+        return sorted(self._last)
+
+    def group_checkpoints(self, group: str) -> dict[TopicPartition, Checkpoint]:
+        return dict(self._last.get(group, {}))
+
+    def __len__(self) -> int:
+        return sum(len(tps) for tps in self._last.values())
+
+
+def checkpoints_as_offsets(checkpoints: Mapping[TopicPartition, Checkpoint]) -> list[TranslatedOffset]:
+    """What a group's checkpoints say (RemoteClusterUtils.translateOffsets), sorted by topic and partition."""
+    return [
+        TranslatedOffset(c.topic, c.partition, c.downstream_offset, c.upstream_offset, c.metadata)
+        for _, c in sorted(checkpoints.items())
+    ]

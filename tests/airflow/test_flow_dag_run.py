@@ -1,0 +1,118 @@
+"""End to end: the real `dags/` file, `dag.test()`, real spark-submit (local[2]) and the session's real clusters.
+
+Records produced at A and a consumer group committed at A must come out at B after one run of the flow DAG:
+the records in `A.<topic>` (same partitions), a checkpoint for the group, the group's translated offsets
+committed at B, and a heartbeat.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from mirrorflow.local.cluster import LocalClusters
+
+pytestmark = pytest.mark.integration
+RECORDS = 120
+COMMITTED = 40  # the group's position on partition 0 at A
+
+
+def write_flow_config(path: Path, clusters: LocalClusters, topic: str, group: str) -> Path:
+    path.write_text(
+        "clusters = A, B\n"
+        f"A.bootstrap.servers = {clusters.bootstrap('A')}\n"
+        f"B.bootstrap.servers = {clusters.bootstrap('B')}\n"
+        "A->B.enabled = true\n"
+        f"A->B.topics = {topic}\n"
+        f"A->B.groups = {group}\n"
+        "replication.factor = 1\n"
+        "checkpoints.topic.replication.factor = 1\n"
+        "heartbeats.topic.replication.factor = 1\n"
+        "offset-syncs.topic.replication.factor = 1\n"
+        "A->B.sync.group.offsets.enabled = true\n"
+        "A->B.mirrorflow.copy.mode = interval\n"
+        "A->B.mirrorflow.spark.master = local[2]\n"
+        "mirrorflow.schedule = 10m\n"
+    )
+    return path
+
+
+def xcoms(dag_run: Any) -> dict[str, Any]:
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        rows = session.scalars(
+            XComModel.get_many(run_id=dag_run.run_id, dag_ids=dag_run.dag_id, key="return_value")
+        ).all()
+        return {row.task_id: XComModel.deserialize_value(row) for row in rows}
+
+
+def end_offsets(bootstrap: str, topic: str, partitions: int) -> list[int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{uuid.uuid4().hex[:8]}"})
+    try:
+        return [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)]
+    finally:
+        consumer.close()
+
+
+def test_one_run_of_the_flow_dag_replicates_records_and_groups(
+    airflow_db: None,
+    tmp_path: Path,
+    kafka_clusters: LocalClusters,
+    kafka_admin: Callable[..., AdminClient],
+    kafka_producer: Callable[..., Producer],
+    unique_topic: Callable[..., str],
+    dag_bag: Callable[..., Any],
+) -> None:
+    topic = unique_topic("dag")
+    group = f"g-{topic}"
+    kafka_admin("A").create_topics([NewTopic(topic, 2, 1)])[topic].result()
+    producer = kafka_producer("A")
+    for i in range(RECORDS):
+        producer.produce(topic, key=str(i).encode(), value=f"v{i}".encode(), partition=i % 2)
+    assert producer.flush(30) == 0
+    committer = Consumer({"bootstrap.servers": kafka_clusters.bootstrap("A"), "group.id": group})
+    committer.commit(offsets=[TopicPartition(topic, 0, COMMITTED)], asynchronous=False)
+    committer.close()
+
+    config = write_flow_config(tmp_path / "mm2.properties", kafka_clusters, topic, group)
+    bag = dag_bag(config)
+    assert bag.import_errors == {}
+    dag_run = bag.dags["mirrorflow__A__B"].test()
+
+    states = {ti.task_id: ti.state for ti in dag_run.get_task_instances()}
+    assert dag_run.state == "success", states
+    assert set(states.values()) == {"success"}
+    results = xcoms(dag_run)
+    print(json.dumps(results, indent=1, default=str)[:4000])
+
+    assert results["copy"]["records"] == RECORDS
+    assert results["copy"]["master"] == "local[2]"
+    remote = f"A.{topic}"
+    # each partition holds its 60 records plus the commit marker of the one transaction that carried them
+    assert end_offsets(kafka_clusters.bootstrap("B"), remote, 2) == [RECORDS // 2 + 1] * 2
+    assert results["sync_topics"]["topics"]["created"][0]["name"] == remote
+
+    checkpoints = results["emit_checkpoints"]["last"]
+    assert checkpoints["groups"] == [group]
+    [emitted] = checkpoints["emitted"]
+    assert (emitted["topic"], emitted["partition"], emitted["upstream_offset"]) == (remote, 0, COMMITTED)
+    assert results["sync_group_offsets"]["last"]["written"], results["sync_group_offsets"]
+    target = kafka_admin("B")
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    [future] = target.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)]).values()
+    committed = {(tp.topic, tp.partition): tp.offset for tp in future.result().topic_partitions}
+    assert committed[(remote, 0)] == emitted["downstream_offset"]
+
+    assert results["heartbeats"]["runs"] == 1
+    assert results["heartbeats"]["last"]["emitted"] is True
+    assert end_offsets(kafka_clusters.bootstrap("B"), "heartbeats", 1)[0] >= 1

@@ -1,0 +1,131 @@
+"""The copy task's spark-submit: the master nobody chose (YARN) is never used, and secrets stay off the command.
+
+A stand-in `spark-submit` records what the Spark provider's hook runs, so these tests follow the operator's real
+execute path without starting a JVM; tests/airflow/test_flow_dag_run.py runs the real one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mirrorflow.airflow.spark import SPARK_CONN_ID, MirrorflowCopyOperator
+from mirrorflow.core.errors import UsageError
+
+CONN_ENV = "AIRFLOW_CONN_MIRRORFLOW_SPARK"
+RECORDER = f"""#!{sys.executable}
+import json, os, sys
+args = sys.argv[1:]
+keys = ("PATH", "PYSPARK_PYTHON", "MIRRORFLOW_CLUSTER_SETTINGS")
+with open(os.environ["FAKE_SPARK_RECORD"], "w") as out:
+    json.dump({{"argv": args, "env": {{k: os.environ.get(k) for k in keys}}}}, out)
+if "--summary-file" in args:
+    with open(args[args.index("--summary-file") + 1], "w") as out:
+        json.dump({{"records": 3, "bytes": 30, "ranges": [{{}}, {{}}], "flow": "A->B"}}, out)
+"""
+
+
+@pytest.fixture
+def fake_spark(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[], dict[str, Any]]:
+    """Installs the recorder; calling the fixture's value returns what the last spark-submit received."""
+    binary = tmp_path / "spark-submit"
+    binary.write_text(RECORDER)
+    binary.chmod(0o755)
+    record = tmp_path / "record.json"
+    monkeypatch.setenv("FAKE_SPARK_RECORD", str(record))
+    monkeypatch.delenv(CONN_ENV, raising=False)
+    return lambda: json.loads(record.read_text())
+
+
+def operator(config: Path, tmp_path: Path, *, master: str = "local[*]", explicit: bool = False) -> Any:
+    app = tmp_path / "app.py"
+    app.write_text("")
+    return MirrorflowCopyOperator(
+        task_id="copy",
+        application=str(app),
+        config_path=str(config),
+        flow_name="A->B",
+        clusters=None,
+        copy_mode="interval",
+        run_seconds=300,
+        spark_master=master,
+        explicit_master=explicit,
+        spark_binary=str(tmp_path / "spark-submit"),
+    )
+
+
+@pytest.fixture
+def config(write_config: Callable[..., Path]) -> Path:
+    return write_config(
+        "clusters = A, B\nA.bootstrap.servers = 127.0.0.1:1\nB.bootstrap.servers = 127.0.0.1:2\nA->B.enabled = true\n"
+    )
+
+
+def master_of(argv: list[str]) -> str:
+    return argv[argv.index("--master") + 1]
+
+
+def test_without_a_connection_the_flows_master_is_used_never_yarn(
+    config: Path, tmp_path: Path, fake_spark: Callable[[], dict[str, Any]]
+) -> None:
+    result = operator(config, tmp_path, master="local[2]", explicit=True).execute({})
+    seen = fake_spark()
+    assert master_of(seen["argv"]) == "local[2]"
+    assert "yarn" not in seen["argv"]
+    app = seen["argv"].index(str(tmp_path / "app.py"))
+    assert seen["argv"][app + 1 : app + 6] == [str(config), "--flow", "A->B", "--mode", "interval"]
+    assert master_of(seen["argv"][app:]) == "local[2]"  # the job's SparkSession gets the same master
+    assert seen["env"]["PYSPARK_PYTHON"] == sys.executable
+    assert seen["env"]["PATH"].split(os.pathsep)[0] == str(Path(sys.executable).parent)
+    assert seen["env"]["MIRRORFLOW_CLUSTER_SETTINGS"] is None
+    assert result == {
+        "records": 3, "bytes": 30, "flow": "A->B", "master": "local[2]", "partitions": 2
+    }  # fmt: skip
+    assert CONN_ENV not in os.environ
+
+
+def test_a_defined_mirrorflow_spark_connection_wins_over_the_default(
+    config: Path, tmp_path: Path, fake_spark: Callable[[], dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(CONN_ENV, json.dumps({"conn_type": "spark", "host": "spark://spark-master:7077"}))
+    assert operator(config, tmp_path).execute({}) is None  # a remote driver writes no local summary
+    seen = fake_spark()
+    assert master_of(seen["argv"]) == "spark://spark-master:7077"
+    assert "--summary-file" not in seen["argv"]
+    assert seen["env"]["PYSPARK_PYTHON"] is None
+
+
+def test_an_explicit_flow_master_that_contradicts_the_connection_is_refused(
+    config: Path, tmp_path: Path, fake_spark: Callable[[], dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(CONN_ENV, json.dumps({"conn_type": "spark", "host": "local[4]"}))
+    with pytest.raises(UsageError, match=r"sets mirrorflow.spark.master = local\[2\].*points at local\[4\]"):
+        operator(config, tmp_path, master="local[2]", explicit=True).execute({})
+
+
+def test_connection_credentials_reach_the_job_in_its_environment_only(
+    write_config: Callable[..., Path],
+    tmp_path: Path,
+    fake_spark: Callable[[], dict[str, Any]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    extra = {"bootstrap.servers": "a:9092", "sasl.password": "spark-secret-pw"}
+    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_A", json.dumps({"conn_type": "kafka", "extra": extra}))
+    config = write_config(
+        "clusters = A, B\nA.bootstrap.servers = 127.0.0.1:1\nB.bootstrap.servers = 127.0.0.1:2\n"
+        "A.mirrorflow.connection = kafka_a\nA->B.enabled = true\n"
+    )
+    operator(config, tmp_path).execute({})
+    seen = fake_spark()
+    assert json.loads(seen["env"]["MIRRORFLOW_CLUSTER_SETTINGS"]) == {"A": extra}
+    assert "spark-secret-pw" not in " ".join(seen["argv"])
+
+
+def test_the_conn_id_is_the_projects_own() -> None:
+    assert SPARK_CONN_ID == "mirrorflow_spark"

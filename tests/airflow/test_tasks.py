@@ -1,0 +1,130 @@
+"""The task callables: the cadence loop and XCom summaries (pure), heartbeat tasks on real clusters."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from mirrorflow.airflow import tasks
+from mirrorflow.airflow.reports import compact, repeated_summary
+from mirrorflow.airflow.tasks import repeat
+from mirrorflow.local.cluster import LocalClusters
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+        self.sleeps: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+def test_repeat_keeps_the_cadence_and_stops_within_the_run_time() -> None:
+    clock = FakeClock()
+    calls: list[float] = []
+
+    def step() -> int:
+        calls.append(clock.now)
+        clock.now += 0.25  # each round takes a quarter second
+        return len(calls)
+
+    reports = repeat(step, every=1.0, for_seconds=5.0, clock=clock, sleep=clock.sleep)
+    assert reports == [1, 2, 3, 4, 5]
+    assert calls == [100.0, 101.0, 102.0, 103.0, 104.0]
+    assert clock.now < 105.0
+
+
+def test_repeat_runs_late_rounds_at_once_instead_of_sleeping() -> None:
+    clock = FakeClock()
+
+    def slow() -> None:
+        clock.now += 2.5
+
+    assert len(repeat(slow, every=1.0, for_seconds=4.0, clock=clock, sleep=clock.sleep)) == 4
+    assert clock.sleeps == []
+
+
+@dataclass(frozen=True)
+class Row:
+    topic: str
+    offsets: tuple[int, ...]
+
+
+def test_compact_cuts_long_lists_and_keeps_json_types() -> None:
+    report = {"rows": [Row(f"t{i}", (1, 2)) for i in range(25)], "names": frozenset({"b", "a"}), "x": object}
+    out = compact(report, limit=3)
+    assert out["rows"][:1] == [{"topic": "t0", "offsets": [1, 2]}]
+    assert out["rows"][3] == "... 22 more"
+    assert out["names"] == ["a", "b"]
+    assert out["x"] == str(object)
+    assert repeated_summary([1, 2, 3], 2.04) == {"runs": 3, "seconds": 2.0, "last": 3}
+
+
+def _pair_config(path: Path, clusters: LocalClusters, extra: str) -> str:
+    path.write_text(
+        "clusters = A, B\n"
+        f"A.bootstrap.servers = {clusters.bootstrap('A')}\n"
+        f"B.bootstrap.servers = {clusters.bootstrap('B')}\n"
+        "A->B.enabled = true\n"
+        "A->B.topics = nothing-matches-this\n"
+        "replication.factor = 1\n"
+        "checkpoints.topic.replication.factor = 1\n"
+        "heartbeats.topic.replication.factor = 1\n"
+        "offset-syncs.topic.replication.factor = 1\n" + extra
+    )
+    return str(path)
+
+
+def _heartbeats_on(admin: AdminClient, consumer: Consumer) -> int:
+    admin.list_topics("heartbeats", timeout=10)
+    return int(consumer.get_watermark_offsets(TopicPartition("heartbeats", 0), timeout=10)[1])
+
+
+@pytest.mark.integration
+def test_heartbeats_keep_their_cadence_while_a_continuous_copy_runs(
+    tmp_path: Path, kafka_clusters: LocalClusters, kafka_admin: Callable[..., AdminClient]
+) -> None:
+    config = _pair_config(
+        tmp_path / "mm2.properties",
+        kafka_clusters,
+        "mirrorflow.copy.run.seconds = 3\nemit.heartbeats.interval.seconds = 1\n",
+    )
+    tasks.sync_topics(config, "A->B")
+    checker = Consumer({"bootstrap.servers": kafka_clusters.bootstrap("B"), "group.id": "hb-check"})
+    try:
+        before = _heartbeats_on(kafka_admin("B"), checker)
+        started = time.monotonic()
+        report = tasks.heartbeats(config, "A->B")
+        elapsed = time.monotonic() - started
+        assert report["runs"] == 3
+        assert report["last"]["emitted"] is True
+        assert 2.0 <= elapsed < 10.0
+        assert _heartbeats_on(kafka_admin("B"), checker) - before == 3
+    finally:
+        checker.close()
+
+
+@pytest.mark.integration
+def test_a_heartbeat_only_pair_creates_its_topic_and_beats_once_per_interval_run(
+    tmp_path: Path, kafka_clusters: LocalClusters, kafka_admin: Callable[..., AdminClient]
+) -> None:
+    config = _pair_config(tmp_path / "mm2.properties", kafka_clusters, "B->A.mirrorflow.copy.mode = interval\n")
+    checker = Consumer({"bootstrap.servers": kafka_clusters.bootstrap("A"), "group.id": "hb-check"})
+    try:
+        report = tasks.heartbeat_pair(config, "B->A")
+        assert report["runs"] == 1
+        assert (report["last"]["source"], report["last"]["target"]) == ("B", "A")
+        assert _heartbeats_on(kafka_admin("A"), checker) >= 1
+    finally:
+        checker.close()

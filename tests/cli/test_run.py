@@ -1,0 +1,134 @@
+"""`mirrorflow run` without Airflow: `--once` is one full control-plane cycle and exits 0; `--for` repeats the
+steps at MM2's intervals (heartbeats every `emit.heartbeats.interval.seconds`, for flows and heartbeat-only
+pairs alike)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from mirrorflow.cli.app import main
+from mirrorflow.core.heartbeat import Heartbeat
+from mirrorflow.kafka.compacted_log import read_to_end
+from mirrorflow.local.cluster import LocalClusters
+
+MIRRORFLOW = Path(sys.executable).with_name("mirrorflow")
+
+
+def write_config(path: Path, clusters: LocalClusters, body: str) -> Path:
+    path.write_text(
+        "clusters = A, B\n"
+        f"A.bootstrap.servers = {clusters.bootstrap('A')}\n"
+        f"B.bootstrap.servers = {clusters.bootstrap('B')}\n"
+        "replication.factor = 1\n"
+        "checkpoints.topic.replication.factor = 1\n"
+        "heartbeats.topic.replication.factor = 1\n"
+        "offset-syncs.topic.replication.factor = 1\n"
+        "admin.timeout.ms = 30000\n" + body
+    )
+    return path
+
+
+def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exited:
+        main(list(args))
+    out, err = capsys.readouterr()
+    code = exited.value.code
+    return (code if isinstance(code, int) else 1), out, err
+
+
+def heartbeats_since(clusters: LocalClusters, alias: str, since_ms: int) -> list[Heartbeat]:
+    conf = {"bootstrap.servers": clusters.bootstrap(alias)}
+    found = [Heartbeat.from_record(k, v) for _, _, k, v, _ in read_to_end(alias, conf, "heartbeats", timeout_s=30)]
+    return [h for h in found if h.timestamp >= since_ms]
+
+
+@pytest.mark.integration
+def test_run_once_exits_0_after_one_full_cycle(
+    kafka_clusters: LocalClusters, tmp_path: Path, unique_topic: Any
+) -> None:
+    tag = unique_topic("once")
+    config = write_config(tmp_path / "mm2.properties", kafka_clusters, f"A->B.enabled = true\nA->B.topics = {tag}\n")
+    subprocess.run(
+        [str(MIRRORFLOW), "run", str(config), "--once"], capture_output=True, text=True, timeout=120, check=True
+    )  # the internal topics exist from here on, whichever test ran first
+    admin = AdminClient({"bootstrap.servers": kafka_clusters.bootstrap("A")})
+    admin.create_topics([NewTopic(tag, 2, 1)])[tag].result(30)
+    producer = Producer({"bootstrap.servers": kafka_clusters.bootstrap("A")})
+    for i in range(300):
+        producer.produce(tag, key=str(i).encode(), value=b"v" * 10, partition=i % 2)
+    assert producer.flush(30) == 0
+
+    result = subprocess.run(
+        [str(MIRRORFLOW), "run", str(config), "--once", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+    assert result.returncode == 0, result.stderr
+    reports = {r["flow"]: r for r in json.loads(result.stdout)["flows"]}
+    assert set(reports) == {"A->B", "B->A"}, "the enabled flow and MM2's heartbeat-only pair"
+    flow = reports["A->B"]
+    assert flow["steps"] == ["topics", "configs", "acls", "heartbeat", "copy"]
+    assert [c["name"] for c in flow["topics"]["created"]] == [f"A.{tag}"]
+    ours = [r for r in flow["copy"]["ranges"] if r["topic"] == tag]  # heartbeats are replicated too
+    assert sorted(r["partition"] for r in ours) == [0, 1]
+    assert sum(r["records"] for r in ours) == 300, "the copy ran to the source ends seen at its start"
+    assert flow["heartbeat"]["emitted"] is True
+    pair = reports["B->A"]
+    assert pair["steps"] == ["topics", "heartbeat"] and pair["plan"] is None
+    assert pair["heartbeat"]["target"] == "A"
+
+
+@pytest.mark.integration
+def test_run_for_repeats_heartbeats_at_their_interval(
+    kafka_clusters: LocalClusters, tmp_path: Path, unique_topic: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tag = unique_topic("for")
+    config = write_config(
+        tmp_path / "mm2.properties",
+        kafka_clusters,
+        f"A->B.enabled = true\nA->B.topics = {tag}\nemit.heartbeats.interval.seconds = 1\n",
+    )
+    started_ms = int(time.time() * 1000)
+    began = time.monotonic()
+
+    code, out, err = cli(capsys, "run", str(config), "--for", "3.5", "--no-copy")
+
+    elapsed = time.monotonic() - began
+    assert code == 0, err
+    assert 3.5 <= elapsed < 20
+    assert "done: 1 flows, 1 heartbeat-only pairs" in out
+    to_b = [
+        h
+        for h in heartbeats_since(kafka_clusters, "B", started_ms)
+        if (h.source_cluster_alias, h.target_cluster_alias) == ("A", "B")
+    ]
+    to_a = [
+        h
+        for h in heartbeats_since(kafka_clusters, "A", started_ms)
+        if (h.source_cluster_alias, h.target_cluster_alias) == ("B", "A")
+    ]
+    assert 3 <= len(to_b) <= 5, to_b
+    assert 3 <= len(to_a) <= 5, to_a
+    gaps = [b.timestamp - a.timestamp for a, b in itertools.pairwise(to_b)]
+    assert all(900 <= gap <= 1600 for gap in gaps), gaps
+
+
+def test_once_and_for_exclude_each_other(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "mm2.properties"
+    config.write_text("clusters = A, B\nA.bootstrap.servers = x:1\nB.bootstrap.servers = y:1\nA->B.enabled = true\n")
+    code, _, err = cli(capsys, "run", str(config), "--once", "--for", "5")
+    assert code == 2
+    assert "--once and --for" in err

@@ -1,0 +1,106 @@
+"""Topic discovery and creation on real brokers (MM2's testReplication topic parts, testRefreshTopicPartitions):
+new source topics appear remotely with the source partition count and filtered configs, partitions added at
+the source follow, a dry run changes nothing, and a second run has nothing left to do."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from mirrorflow.replication.flow_clients import FlowClients
+from mirrorflow.replication.flow_cycle import TOPICS, run_control_plane
+from mirrorflow.replication.internal_topics import flow_internal_topics
+
+pytestmark = pytest.mark.integration
+
+
+def test_new_source_topics_appear_remotely_with_partitions_and_filtered_configs(
+    write_config: Any, topics: Any, unique_topic: Any, eventually: Any
+) -> None:
+    prefix = unique_topic("new")
+    flow = write_config(f"A->B.enabled = true\nA->B.topics = {prefix}.*\n").flow("A->B")
+    topics.create(
+        "A",
+        f"{prefix}-x",
+        3,
+        {"cleanup.policy": "compact", "retention.ms": "3600000", "message.timestamp.type": "LogAppendTime"},
+    )
+    topics.create("A", f"{prefix}-y", 1)
+    topics.create("A", f"other-{prefix}", 1)
+
+    report = run_control_plane(flow)
+
+    assert report.topics is not None
+    assert {(c.name, c.partitions, c.outcome) for c in report.topics.created} == {
+        (f"A.{prefix}-x", 3, "created"),
+        (f"A.{prefix}-y", 1, "created"),
+    }
+    assert eventually(lambda: topics.partitions("B", f"A.{prefix}-x")) == 3
+    assert topics.partitions("B", f"A.{prefix}-y") == 1
+    assert f"A.other-{prefix}" not in topics.names("B")
+    remote = topics.configs("B", f"A.{prefix}-x")
+    assert remote["cleanup.policy"] == ("compact", "DYNAMIC_TOPIC_CONFIG")
+    assert remote["retention.ms"] == ("3600000", "DYNAMIC_TOPIC_CONFIG")
+    assert remote["message.timestamp.type"] == ("CreateTime", "DEFAULT_CONFIG"), "excluded by default"
+    assert remote["min.insync.replicas"][1] != "DYNAMIC_TOPIC_CONFIG"
+
+    assert report.internal_topics is not None
+    wanted = {(t.cluster, t.name) for t in flow_internal_topics(flow)}
+    assert {t.name for t in report.internal_topics.created} | set(report.internal_topics.present) == {
+        name for _, name in wanted
+    }  # other tests may have created some of them on these shared clusters
+    for cluster, name in wanted:
+        assert topics.configs(cluster, name)["cleanup.policy"][0] == "compact"
+        assert topics.partitions(cluster, name) == 1
+
+    again = run_control_plane(flow)
+    assert again.topics is not None and again.configs is not None and again.internal_topics is not None
+    assert again.topics.created == () and again.topics.grown == ()
+    assert again.configs.topics == ()
+    assert again.internal_topics.created == ()
+
+
+def test_partitions_added_at_the_source_appear_remotely(
+    write_config: Any, topics: Any, unique_topic: Any, eventually: Any
+) -> None:
+    name = unique_topic("grow")
+    flow = write_config(f"A->B.enabled = true\nA->B.topics = {name}\n").flow("A->B")
+    topics.create("A", name, 2)
+    run_control_plane(flow, steps={TOPICS})
+    assert eventually(lambda: topics.partitions("B", f"A.{name}")) == 2
+
+    topics.add_partitions("A", name, 5)
+    eventually(lambda: _assert_equal(topics.partitions("A", name), 5))
+    report = run_control_plane(flow, steps={TOPICS})
+
+    assert report.topics is not None
+    assert [(g.name, g.partitions_before, g.partitions_after) for g in report.topics.grown] == [(f"A.{name}", 2, 5)]
+    assert eventually(lambda: _assert_equal(topics.partitions("B", f"A.{name}"), 5)) is None
+
+
+def test_a_dry_run_reports_the_same_work_and_changes_nothing(write_config: Any, topics: Any, unique_topic: Any) -> None:
+    name = unique_topic("dry")
+    flow = write_config(f"A->B.enabled = true\nA->B.topics = {name}\n").flow("A->B")
+    topics.create("A", name, 4, {"retention.ms": "7200000"})
+    before_a, before_b = topics.names("A"), topics.names("B")
+
+    with FlowClients(flow) as clients:
+        planned = run_control_plane(flow, clients, dry_run=True)
+
+    assert (topics.names("A"), topics.names("B")) == (before_a, before_b)
+    assert planned.topics is not None and planned.heartbeat is not None
+    [created] = planned.topics.created
+    assert (created.name, created.partitions, created.outcome) == (f"A.{name}", 4, "planned")
+    assert created.configs == {"retention.ms": "7200000"}
+    assert not planned.heartbeat.emitted
+
+    done = run_control_plane(flow)
+    assert done.topics is not None
+    assert [(c.name, c.partitions, c.configs) for c in done.topics.created] == [
+        (created.name, created.partitions, created.configs)
+    ]
+
+
+def _assert_equal(actual: object, expected: object) -> None:
+    assert actual == expected
