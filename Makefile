@@ -12,7 +12,7 @@ STAMP := $(VENV)/.mirrorflow-setup-$(shell cat requirements.txt requirements-dev
 PYSPARK_PIN := $(shell grep -E '^pyspark==' requirements.txt)
 PYTEST_ARGS ?=
 
-.PHONY: setup lint test test-unit test-integration test-faults demo clean kafka-jars
+.PHONY: setup lint test test-unit test-integration test-faults demo clean kafka-jars bench-copy
 
 setup: $(STAMP)
 
@@ -51,6 +51,10 @@ test: lint
 # The fault matrix with more trials than `make test` runs (each trial SIGKILLs a copy mid-range).
 test-faults: setup
 	MIRRORFLOW_FAULT_TRIALS=10 $(PY) -m pytest tests/replication/test_copy_faults.py $(PYTEST_ARGS)
+
+# Mirrorflow's copy against a bare confluent-kafka loop on local clusters it starts (docs/benchmarks.md).
+bench-copy: setup
+	$(PY) benchmarks/bench_copy.py $(BENCH_ARGS)
 
 demo: setup
 	$(PY) -m mirrorflow.demo

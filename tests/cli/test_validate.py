@@ -41,12 +41,8 @@ def test_json_contract(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 @pytest.mark.parametrize("clusters", [["west-1", "west-2"], ["west-1,west-2"]])
-def test_clusters_option_takes_several_aliases(
-    capsys: pytest.CaptureFixture[str], clusters: list[str]
-) -> None:
-    code, out, _ = _run(
-        capsys, str(CONFIGS / "seed001_multi_dc.properties"), "--json", "--clusters", *clusters
-    )
+def test_clusters_option_takes_several_aliases(capsys: pytest.CaptureFixture[str], clusters: list[str]) -> None:
+    code, out, _ = _run(capsys, str(CONFIGS / "seed001_multi_dc.properties"), "--json", "--clusters", *clusters)
     assert code == 0
     flows = sorted(f"{f['source']}->{f['target']}" for f in json.loads(out)["flows"])
     assert flows == ["east-1->west-1", "north-1->west-1", "west-1->west-2", "west-2->west-1"]
@@ -78,9 +74,7 @@ def test_ignored_keys_are_listed(capsys: pytest.CaptureFixture[str]) -> None:
     assert "source->target.transforms.maskPII.type" in out
 
 
-def test_errors_are_listed_one_per_line_with_exit_code_2(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
+def test_errors_are_listed_one_per_line_with_exit_code_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     path = tmp_path / "mm2.properties"
     path.write_text(
         "clusters = a, b\n"

@@ -45,9 +45,7 @@ def load(write_config: Callable[[str], Path]) -> Callable[..., MirrorConfig]:
 def config_errors(write_config: Callable[[str], Path]) -> Callable[..., list[Issue]]:
     """`config_errors(text, ...)` -> the issues of the ConfigError loading the text raises."""
 
-    def run(
-        text: str, clusters: Sequence[str] | None = None, environ: Mapping[str, str] | None = None
-    ) -> list[Issue]:
+    def run(text: str, clusters: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> list[Issue]:
         with pytest.raises(ConfigError) as caught:
             load_config(write_config(text), clusters=clusters, environ=environ or {})
         return caught.value.issues

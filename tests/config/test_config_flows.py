@@ -142,8 +142,7 @@ def test_policy_knows_its_source_alias(load: Load) -> None:
     assert isinstance(policy, IdentityReplicationPolicy)
     assert policy.topic_source("orders") == "a"
     assert (
-        load(THREE + "replication.policy.separator = _\n").flow("a->b").policy().format_remote_topic("a", "t")
-        == "a_t"
+        load(THREE + "replication.policy.separator = _\n").flow("a->b").policy().format_remote_topic("a", "t") == "a_t"
     )
 
 

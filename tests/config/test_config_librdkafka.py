@@ -11,8 +11,7 @@ from mirrorflow.config.librdkafka import parse_jaas, to_librdkafka
 
 def test_parse_jaas_with_escaped_quotes() -> None:
     parsed = parse_jaas(
-        "org.apache.kafka.common.security.plain.PlainLoginModule required "
-        'username="alice" password="a\\"b;c";'
+        'org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" password="a\\"b;c";'
     )
     assert parsed == (
         "org.apache.kafka.common.security.plain.PlainLoginModule",
@@ -100,9 +99,7 @@ def test_java_only_keys_are_dropped_with_notes() -> None:
 
 
 def test_client_config_keeps_secrets_apart() -> None:
-    client = ClientConfig.from_mapping(
-        {"bootstrap.servers": "h:1", "ssl.key.password": "pw", "sasl.jaas.config": "j"}
-    )
+    client = ClientConfig.from_mapping({"bootstrap.servers": "h:1", "ssl.key.password": "pw", "sasl.jaas.config": "j"})
     assert client.settings == {"bootstrap.servers": "h:1"}
     assert client.masked() == {
         "bootstrap.servers": "h:1",
@@ -111,10 +108,7 @@ def test_client_config_keeps_secrets_apart() -> None:
     }
     assert client.get("ssl.key.password") is None
     assert "pw" not in repr(client) + client.model_dump_json()
-    assert (
-        client.model_dump(mode="json", context={"reveal_secrets": True})["secrets"]["ssl.key.password"]
-        == "pw"
-    )
+    assert client.model_dump(mode="json", context={"reveal_secrets": True})["secrets"]["ssl.key.password"] == "pw"
 
 
 @pytest.mark.parametrize(

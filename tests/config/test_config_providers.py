@@ -37,10 +37,7 @@ def test_env_file_and_directory(tmp_path: Path) -> None:
     providers = _providers({}, {"PW": "from-env"})
     assert providers.resolve("${env:PW}") == "from-env"
     assert providers.resolve(f"${{file:{secrets}:kafka.password}}") == "from-file"
-    assert (
-        providers.resolve(f"x=${{directory:{tmp_path / 'dir'}:token}};y=${{env:PW}}")
-        == "x=from-dir;y=from-env"
-    )
+    assert providers.resolve(f"x=${{directory:{tmp_path / 'dir'}:token}};y=${{env:PW}}") == "x=from-dir;y=from-env"
     assert providers.resolve("no references") == "no references"
     assert providers.undeclared_used == {"env", "file", "directory"}
 
@@ -87,8 +84,7 @@ def test_unresolvable(reference: str, message: str) -> None:
 
 def test_unsupported_provider_class(config_errors: Errors) -> None:
     issues = config_errors(
-        "clusters = a, b\nconfig.providers = vault\n"
-        "config.providers.vault.class = com.example.VaultProvider\n"
+        "clusters = a, b\nconfig.providers = vault\nconfig.providers.vault.class = com.example.VaultProvider\n"
     )
     [issue] = [i for i in issues if i.key.startswith("config.providers")]
     assert (issue.line, issue.key) == (3, "config.providers.vault.class")
@@ -114,8 +110,7 @@ def test_error_names_key_and_line_but_no_secret(config_errors: Errors, tmp_path:
 
 def test_undeclared_provider_warns_that_mm2_would_not_resolve_it(load: Load) -> None:
     config = load(
-        "clusters = a, b\na.bootstrap.servers = ${env:A_SERVERS}\n"
-        "b.bootstrap.servers = b:9092\na->b.enabled = true\n",
+        "clusters = a, b\na.bootstrap.servers = ${env:A_SERVERS}\nb.bootstrap.servers = b:9092\na->b.enabled = true\n",
         environ={"A_SERVERS": "a:9092"},
     )
     assert config.clusters["a"].bootstrap_servers == "a:9092"

@@ -78,9 +78,7 @@ def test_bad_booleans(config_errors: Errors, line: str, problem: str) -> None:
 
 
 def test_boolean_case_is_ignored(load: Load) -> None:
-    config = load(
-        BASE.replace("a->b.enabled = true", "a->b.enabled = TRUE") + "sync.group.offsets.enabled = True\n"
-    )
+    config = load(BASE.replace("a->b.enabled = true", "a->b.enabled = TRUE") + "sync.group.offsets.enabled = True\n")
     assert config.flow("a->b").sync_group_offsets_enabled is True
 
 
@@ -221,9 +219,7 @@ def test_identity_cycle_spanning_data_centres_is_checked_under_a_subset(config_e
 
 def test_cycles_are_fine_with_the_default_policy_or_without_a_loop(load: Load) -> None:
     assert len(load(BASE + "b->a.enabled = true\n").flows) == 2
-    one_way = load(
-        BASE + "replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n"
-    )
+    one_way = load(BASE + "replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n")
     assert [f.name for f in one_way.flows] == ["a->b"]
 
 

@@ -6,9 +6,7 @@ from mirrorflow.core.acl_rules import AclBinding, should_replicate_acl, transfor
 from mirrorflow.core.replication_policy import DefaultReplicationPolicy
 
 
-def binding(
-    operation: str, permission: str, *, pattern: str = "LITERAL", resource: str = "TOPIC"
-) -> AclBinding:
+def binding(operation: str, permission: str, *, pattern: str = "LITERAL", resource: str = "TOPIC") -> AclBinding:
     return AclBinding(resource, "test_topic", pattern, "kafka", "", operation, permission)
 
 

@@ -9,12 +9,8 @@ from hypothesis import strategies as st
 from mirrorflow.core.checkpoint import Checkpoint, is_more_recent
 from mirrorflow.core.wire import WireFormatError
 
-EXAMPLE = Checkpoint(
-    "my-group", "primary.orders", 3, upstream_offset=1234, downstream_offset=1200, metadata=""
-)
-EXAMPLE_KEY = bytes.fromhex(
-    "00 08 6d 79 2d 67 72 6f 75 70 00 0e 70 72 69 6d 61 72 79 2e 6f 72 64 65 72 73 00 00 00 03"
-)
+EXAMPLE = Checkpoint("my-group", "primary.orders", 3, upstream_offset=1234, downstream_offset=1200, metadata="")
+EXAMPLE_KEY = bytes.fromhex("00 08 6d 79 2d 67 72 6f 75 70 00 0e 70 72 69 6d 61 72 79 2e 6f 72 64 65 72 73 00 00 00 03")
 EXAMPLE_VALUE = bytes.fromhex("00 00 00 00 00 00 00 00 04 d2 00 00 00 00 00 00 04 b0 00 00")
 
 

@@ -19,9 +19,7 @@ def test_config_property_matching() -> None:  # MirrorSourceConfigTest.testConfi
     assert not config_filter.should_replicate_config_property("prop2")
 
 
-def test_default_excludes() -> (
-    None
-):  # MirrorSourceConnectorTest.testConfigPropertyFiltering (the filter part)
+def test_default_excludes() -> None:  # MirrorSourceConnectorTest.testConfigPropertyFiltering (the filter part)
     config_filter = DefaultConfigPropertyFilter()
     assert isinstance(config_filter, ConfigPropertyFilter)
     for name in parse_list(DEFAULT_CONFIG_PROPERTIES_EXCLUDE):

@@ -50,7 +50,4 @@ def test_round_trip_ignoring_trailing_bytes(
     source: str, target: str, timestamp: int, key_tail: bytes, value_tail: bytes
 ) -> None:
     heartbeat = Heartbeat(source, target, timestamp)
-    assert (
-        Heartbeat.from_record(heartbeat.record_key() + key_tail, heartbeat.record_value() + value_tail)
-        == heartbeat
-    )
+    assert Heartbeat.from_record(heartbeat.record_key() + key_tail, heartbeat.record_value() + value_tail) == heartbeat

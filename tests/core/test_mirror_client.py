@@ -97,9 +97,7 @@ def test_upstream_clusters() -> None:  # MirrorClientTest.upstreamClustersTest
     assert "" not in sources
 
 
-def test_identity_replication_upstream_clusters() -> (
-    None
-):  # MirrorClientTest.testIdentityReplicationUpstreamClusters
+def test_identity_replication_upstream_clusters() -> None:  # MirrorClientTest.testIdentityReplicationUpstreamClusters
     assert upstream_clusters(UPSTREAM_TOPICS, IDENTITY) == {
         "source1",
         "source2",

@@ -43,7 +43,4 @@ def test_round_trip_ignoring_trailing_bytes(
     topic: str, partition: int, upstream: int, downstream: int, tail: bytes
 ) -> None:
     offset_sync = OffsetSync(topic, partition, upstream, downstream)
-    assert (
-        OffsetSync.from_record(offset_sync.record_key() + tail, offset_sync.record_value() + tail)
-        == offset_sync
-    )
+    assert OffsetSync.from_record(offset_sync.record_key() + tail, offset_sync.record_value() + tail) == offset_sync

@@ -86,9 +86,7 @@ def test_remote_topic_naming_and_chains() -> None:
         ("", None, None),
     ],
 )
-def test_topic_source_follows_java_split_semantics(
-    topic: str, source: str | None, upstream: str | None
-) -> None:
+def test_topic_source_follows_java_split_semantics(topic: str, source: str | None, upstream: str | None) -> None:
     assert DEFAULT.topic_source(topic) == source
     assert DEFAULT.upstream_topic(topic) == upstream
 
@@ -209,9 +207,7 @@ def test_custom_python_policy_gets_settings_and_interface_defaults(policy_module
         ("{module}.NotAPolicy", "lacks ReplicationPolicy methods"),
     ],
 )
-def test_bad_policy_class_is_a_usage_error_naming_it(
-    policy_module: str, class_name: str, message: str
-) -> None:
+def test_bad_policy_class_is_a_usage_error_naming_it(policy_module: str, class_name: str, message: str) -> None:
     name = class_name.format(module=policy_module)
     with pytest.raises(UsageError, match=message) as caught:
         load_replication_policy(name, {})

@@ -28,9 +28,7 @@ def test_replicates_heartbeats_despite_filter() -> None:  # testReplicatesHeartb
     for topic in ("heartbeats", "us-west.heartbeats"):
         assert should_replicate_topic(topic, policy=policy, topic_filter=Nothing(), target_alias="target")
     underscore = DefaultReplicationPolicy(separator="_")
-    assert should_replicate_topic(
-        "heartbeats", policy=underscore, topic_filter=Nothing(), target_alias="target"
-    )
+    assert should_replicate_topic("heartbeats", policy=underscore, topic_filter=Nothing(), target_alias="target")
     assert not should_replicate_topic(
         "us-west.heartbeats", policy=underscore, topic_filter=Nothing(), target_alias="target"
     )

@@ -37,9 +37,7 @@ def test_unencodable_string_is_refused() -> None:
 
 
 def test_reader_bounds_checks_name_the_record_part() -> None:
-    with pytest.raises(
-        WireFormatError, match="checkpoint record key: INT32 needs 4 bytes at offset 0, only 3 left"
-    ):
+    with pytest.raises(WireFormatError, match="checkpoint record key: INT32 needs 4 bytes at offset 0, only 3 left"):
         WireReader(b"\x00\x00\x00", "checkpoint record key").int32()
     with pytest.raises(WireFormatError, match="STRING needs 5 bytes"):
         WireReader(b"\x00\x05abc", "x").string()

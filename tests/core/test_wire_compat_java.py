@@ -115,9 +115,7 @@ java_settings = settings(max_examples=60, deadline=None, suppress_health_check=[
 
 @java_settings
 @given(source=names, target=names, timestamp=int64s)
-def test_heartbeat_bytes_match_java_both_ways(
-    java: Mm2Java, source: str, target: str, timestamp: int
-) -> None:
+def test_heartbeat_bytes_match_java_both_ways(java: Mm2Java, source: str, target: str, timestamp: int) -> None:
     ours = Heartbeat(source, target, timestamp)
     key_hex, value_hex = java.ask("hb-enc", h(source), h(target), str(timestamp))
     assert (key_hex, value_hex) == (ours.record_key().hex(), ours.record_value().hex())
@@ -258,9 +256,7 @@ def _configure_java(java: Mm2Java, kind: str, config: dict[str, str]) -> None:
 
 
 @pytest.mark.parametrize(("kind", "config"), POLICY_SETTINGS)
-def test_replication_policy_agrees_with_java_on_every_topic(
-    java: Mm2Java, kind: str, config: dict[str, str]
-) -> None:
+def test_replication_policy_agrees_with_java_on_every_topic(java: Mm2Java, kind: str, config: dict[str, str]) -> None:
     _configure_java(java, kind, config)
     policy = _our_policy(kind, config)
     for topic in TOPICS:
@@ -314,9 +310,7 @@ def test_should_replicate_topic_and_checkpoint_renaming_agree_with_java(
                 target_alias="target",
                 heartbeats_replication_enabled=heartbeats_enabled,
             )
-            asked = java.ask(
-                "replicate", h("source"), h("target"), str(int(heartbeats_enabled)), mode, h(topic)
-            )
+            asked = java.ask("replicate", h("source"), h("target"), str(int(heartbeats_enabled)), mode, h(topic))
             assert asked == [str(int(ours))], (mode, topic)
     for topic in [*TOPICS, "target2.topic3", "source6.topic7", "target2.source1.x"]:
         renamed = rename_topic_partition(topic, policy=policy, source_alias="source1", target_alias="target2")

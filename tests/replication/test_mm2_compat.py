@@ -223,6 +223,8 @@ def scenario(kafka_clusters: LocalClusters, tmp_path_factory: pytest.TempPathFac
     mm2_config.write_text(mm2_properties(kafka_clusters, topics, prefix))
     mm2_log = work / "mm2.log"
     command = kafka_runtime().command(MIRROR_MAKER_MAIN, [str(mm2_config), "--clusters", "B"], log_file=mm2_log)
+    setpriv = shutil.which("setpriv")  # the JVM dies with pytest even if pytest is killed before the finalizer
+    command = [setpriv, "--pdeathsig", "TERM", "--", *command] if setpriv else command
     mm2 = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
     try:
         config_path = work / "mirrorflow.properties"

@@ -11,11 +11,7 @@ import pyspark
 
 def _spark_core_jar_version() -> str:
     jars = Path(pyspark.__file__).parent / "jars"
-    found = [
-        m.group(1)
-        for p in jars.glob("spark-core_*.jar")
-        if (m := re.search(r"-(\d+\.\d+\.\d+)\.jar$", p.name))
-    ]
+    found = [m.group(1) for p in jars.glob("spark-core_*.jar") if (m := re.search(r"-(\d+\.\d+\.\d+)\.jar$", p.name))]
     assert len(found) == 1, f"expected one spark-core jar in {jars}, found {found}"
     return found[0]
 

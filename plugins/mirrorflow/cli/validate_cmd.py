@@ -30,9 +30,7 @@ def register(app: typer.Typer) -> None:
 
 def validate(
     ctx: typer.Context,
-    config: Annotated[
-        Path, typer.Argument(help="The mm2.properties file.", metavar="CONFIG", show_default=False)
-    ],
+    config: Annotated[Path, typer.Argument(help="The mm2.properties file.", metavar="CONFIG", show_default=False)],
     clusters: Annotated[
         list[str] | None,
         typer.Option(
@@ -63,9 +61,7 @@ def validate(
 def as_document(loaded: MirrorConfig) -> dict[str, Any]:
     """The stable `validate --json` document (DESIGN §6); secrets appear as `***`."""
     return {
-        "flows": [
-            {"source": f.source, "target": f.target, "settings": f.effective_settings()} for f in loaded.flows
-        ],
+        "flows": [{"source": f.source, "target": f.target, "settings": f.effective_settings()} for f in loaded.flows],
         "ignored_keys": list(loaded.ignored_keys),
         "heartbeat_pairs": [list(pair) for pair in loaded.heartbeat_pairs],
         "warnings": [issue.render() for issue in loaded.warnings],

@@ -38,9 +38,7 @@ _CLUSTER_CANDIDATES = sorted(
     {*CONNECTION_KEYS, *MIRRORFLOW_CLUSTER_KEYS, *(p + k for p in CLIENT_PREFIXES for k in CONNECTION_KEYS)}
 )
 _DIRECT_CLIENT_PREFIXES = tuple(
-    f"{side}.{part}."
-    for side in ("source", "target")
-    for part in ("cluster", "consumer", "producer", "admin")
+    f"{side}.{part}." for side in ("source", "target") for part in ("cluster", "consumer", "producer", "admin")
 )
 
 
@@ -138,9 +136,7 @@ class _Classifier:
                 self.log.error(key, f"flow {source}->{target} names {alias!r}, which is not in clusters", fix)
                 return
         if source == target:
-            self.log.error(
-                key, f"flow {source}->{target} replicates a cluster into itself", "remove the line"
-            )
+            self.log.error(key, f"flow {source}->{target} replicates a cluster into itself", "remove the line")
             return
         self._regex(key, sub)
         self._security_protocol(key)
@@ -157,9 +153,7 @@ class _Classifier:
             self._legacy(key, sub)
         elif sub.startswith(tuple(FLOW_ONLY_PREFIXES)):
             self.ignored.append(key)
-        elif sub.startswith(
-            (*CLIENT_PREFIXES, *_DIRECT_CLIENT_PREFIXES, "config.providers", "replication.policy.")
-        ):
+        elif sub.startswith((*CLIENT_PREFIXES, *_DIRECT_CLIENT_PREFIXES, "config.providers", "replication.policy.")):
             return
         elif sub.startswith("mirrorflow."):
             self._mirrorflow(key, sub, f"{source}->{target}.")
@@ -183,9 +177,7 @@ class _Classifier:
             return
         if sub.startswith("mirrorflow."):
             hint = suggest(sub, MIRRORFLOW_CLUSTER_KEYS)
-            self.log.error(
-                key, "unknown Mirrorflow cluster key", f"did you mean {alias}.{hint}?" if hint else ""
-            )
+            self.log.error(key, "unknown Mirrorflow cluster key", f"did you mean {alias}.{hint}?" if hint else "")
         elif is_worker_key(sub) or sub == "forwarding.admin.class":
             self.ignored.append(key)
         elif sub in CONNECTOR_KEYS or sub in FLOW_ONLY_KEYS:

@@ -134,9 +134,7 @@ def _typed(reader: _Resolver, key: str) -> object | None:
 
 def _check_range(key: str, number: int) -> None:
     if key in _REPLICATION_FACTORS and number != -1 and number < 1:
-        raise ValueProblem(
-            f"{number} is not a replication factor", "use 1 or more, or -1 for the broker default"
-        )
+        raise ValueProblem(f"{number} is not a replication factor", "use 1 or more, or -1 for the broker default")
     if key in _POSITIVE and number <= 0:
         enabled = key.replace("interval.seconds", "enabled")
         fix = (
@@ -156,9 +154,7 @@ def _client(reader: _Resolver, side: Side, role: Role, flow_name: str) -> Client
                 "security.protocol", values["security.protocol"], SECURITY_PROTOCOLS, case_insensitive=True
             )
         except ValueProblem as problem:
-            reader.log.error(
-                entries["security.protocol"][1] or "security.protocol", problem.problem, problem.fix
-            )
+            reader.log.error(entries["security.protocol"][1] or "security.protocol", problem.problem, problem.fix)
             del values["security.protocol"]
     _, notes = to_librdkafka(values)
     for key, what in notes:
@@ -182,9 +178,7 @@ def _check_regexes(reader: _Resolver, flow: Flow) -> None:
             message = str(err)
             message = message[len(key) + 2 :] if message.startswith(f"{key}: ") else message
             origin = reader.origin(key) if key in reader.entries else key
-            reader.log.error(
-                origin, message, "fix the regex (Java syntax, one regex per comma-separated item)"
-            )
+            reader.log.error(origin, message, "fix the regex (Java syntax, one regex per comma-separated item)")
 
 
 def _check_policy(reader: _Resolver, flow: Flow) -> None:

@@ -84,15 +84,11 @@ class IssueLog:
 
     @property
     def errors(self) -> list[Issue]:
-        return sorted(
-            (i for i in self.issues if i.severity == "error"), key=lambda i: (i.line is None, i.line or 0)
-        )
+        return sorted((i for i in self.issues if i.severity == "error"), key=lambda i: (i.line is None, i.line or 0))
 
     @property
     def warnings(self) -> list[Issue]:
-        return sorted(
-            (i for i in self.issues if i.severity == "warning"), key=lambda i: (i.line is None, i.line or 0)
-        )
+        return sorted((i for i in self.issues if i.severity == "warning"), key=lambda i: (i.line is None, i.line or 0))
 
     def raise_if_errors(self) -> None:
         if self.errors:

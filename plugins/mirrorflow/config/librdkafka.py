@@ -178,9 +178,7 @@ def _keystore(props: Mapping[str, str], conf: dict[str, str], notes: list[Note])
 def _jaas(props: Mapping[str, str], conf: dict[str, str], notes: list[Note]) -> None:
     parsed = parse_jaas(props["sasl.jaas.config"])
     if parsed is None:
-        notes.append(
-            ("sasl.jaas.config", 'dropped: it does not parse as `LoginModule required key="value" ...;`')
-        )
+        notes.append(("sasl.jaas.config", 'dropped: it does not parse as `LoginModule required key="value" ...;`'))
         return
     module, options = parsed
     simple = module.rsplit(".", 1)[-1]
@@ -205,9 +203,7 @@ def _jaas(props: Mapping[str, str], conf: dict[str, str], notes: list[Note]) -> 
             conf["sasl.oauthbearer.config"] = f"principal={options['unsecuredLoginStringClaim_sub']}"
             conf["enable.sasl.oauthbearer.unsecure.jwt"] = "true"
         else:
-            notes.append(
-                ("sasl.jaas.config", "dropped: OAUTHBEARER needs sasl.oauthbearer.token.endpoint.url")
-            )
+            notes.append(("sasl.jaas.config", "dropped: OAUTHBEARER needs sasl.oauthbearer.token.endpoint.url"))
     elif simple == "Krb5LoginModule":
         if "keyTab" in options:
             conf["sasl.kerberos.keytab"] = options["keyTab"]

@@ -56,9 +56,7 @@ def load_config(
     raw = props.values
     aliases = cluster_aliases(raw)
     if not aliases:
-        log.error(
-            "clusters", "no cluster aliases are defined", "add a line like `clusters = primary, backup`"
-        )
+        log.error("clusters", "no cluster aliases are defined", "add a line like `clusters = primary, backup`")
     subset = split_cluster_args(clusters)
     for alias in subset:
         if alias not in aliases:
@@ -123,8 +121,7 @@ def _has_bootstrap(raw: Mapping[str, str], alias: str) -> bool:
     if props.get("bootstrap.servers", ("", ""))[0].strip():
         return True
     return all(
-        props.get(f"{role}.bootstrap.servers", ("", ""))[0].strip()
-        for role in ("consumer", "producer", "admin")
+        props.get(f"{role}.bootstrap.servers", ("", ""))[0].strip() for role in ("consumer", "producer", "admin")
     )
 
 

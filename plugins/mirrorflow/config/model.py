@@ -89,9 +89,7 @@ class ClusterConfig(BaseModel):
         """The naming policy as RemoteClusterUtils sees it from this cluster (`source_alias` for Identity)."""
         settings = {
             "replication.policy.separator": self.replication_policy_separator,
-            "replication.policy.internal.topic.separator.enabled": str(
-                self.internal_topic_separator_enabled
-            ).lower(),
+            "replication.policy.internal.topic.separator.enabled": str(self.internal_topic_separator_enabled).lower(),
         }
         if source_alias is not None:
             settings["source.cluster.alias"] = source_alias
@@ -180,9 +178,7 @@ class Flow(BaseModel):
         return {
             "replication.policy.class": self.replication_policy_class,
             "replication.policy.separator": self.replication_policy_separator,
-            "replication.policy.internal.topic.separator.enabled": str(
-                self.internal_topic_separator_enabled
-            ).lower(),
+            "replication.policy.internal.topic.separator.enabled": str(self.internal_topic_separator_enabled).lower(),
             "source.cluster.alias": self.source,
             "target.cluster.alias": self.target,
         }

@@ -79,9 +79,7 @@ def connector_settings(raw: Mapping[str, str], source: str, target: str) -> Entr
     """MM2 `connectorBaseConfig(source->target)` (steps 1-7), plus our top-level `mirrorflow.*` flow keys."""
     # 3.x connector ConfigDefs also defined the `*.blacklist` names, which we still accept.
     props: Entries = {k: (v, k) for k, v in raw.items() if k in CONNECTOR_KEYS or k in LEGACY_ALIASES}
-    props.update(
-        {k: (v, k) for k, v in raw.items() if k.startswith(("config.providers", "replication.policy"))}
-    )
+    props.update({k: (v, k) for k, v in raw.items() if k.startswith(("config.providers", "replication.policy"))})
     props.update({k: (v, k) for k, v in raw.items() if k in MIRRORFLOW_FLOW_KEYS})
     for side, alias in (("source", source), ("target", target)):
         for key, entry in cluster_props(raw, alias).items():

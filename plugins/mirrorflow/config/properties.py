@@ -169,8 +169,6 @@ def _parse_values(text: str, log: IssueLog) -> dict[str, str]:
     try:
         props.load(text, encoding=None)
     except ParseError as err:
-        log.error(
-            "", f"cannot parse the line: {err.message}", "fix the escape sequence", line=err.line_number
-        )
+        log.error("", f"cannot parse the line: {err.message}", "fix the escape sequence", line=err.line_number)
         return {}
     return {key: props[key].data for key in props}

@@ -48,9 +48,7 @@ class Providers:
     undeclared_used: set[str] = field(default_factory=set)
 
     @classmethod
-    def from_properties(
-        cls, values: Mapping[str, str], environ: Mapping[str, str], log: IssueLog
-    ) -> Providers:
+    def from_properties(cls, values: Mapping[str, str], environ: Mapping[str, str], log: IssueLog) -> Providers:
         providers = cls(environ)
         names = [n.strip() for n in values.get("config.providers", "").split(",") if n.strip()]
         for name in names:
@@ -136,9 +134,7 @@ def _file_value(text: str, path: Path, key: str) -> str:
     try:
         props.load(data, encoding="utf-8")
     except Exception as err:  # jproperties raises its own ParseError or UnicodeDecodeError
-        raise ProviderError(
-            f"{text}: cannot parse {path} as a properties file ({type(err).__name__})"
-        ) from None
+        raise ProviderError(f"{text}: cannot parse {path} as a properties file ({type(err).__name__})") from None
     if key not in props:
         raise ProviderError(f"{text}: {path} has no key {key!r}")
     return str(props[key].data)

@@ -19,19 +19,13 @@ from mirrorflow.core.replication_policy import load_replication_policy
 
 def enabled_pairs(raw: Mapping[str, str], aliases: Sequence[str]) -> list[tuple[str, str]]:
     """Pairs whose flow MM2 would run on some node: a herder exists and `enabled` is true."""
-    return [
-        (s, t)
-        for s, t in herder_pairs(raw, aliases)
-        if raw.get(f"{s}->{t}.enabled", "").strip().lower() == "true"
-    ]
+    return [(s, t) for s, t in herder_pairs(raw, aliases) if raw.get(f"{s}->{t}.enabled", "").strip().lower() == "true"]
 
 
 def _keeps_names(raw: Mapping[str, str], source: str, target: str) -> tuple[bool, bool]:
     """(the flow's policy keeps topic names, the flow has provenance headers) — from the raw values."""
     settings = {k: v for k, (v, _) in connector_settings(raw, source, target).items()}
-    class_name = settings.get(
-        "replication.policy.class", "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
-    )
+    class_name = settings.get("replication.policy.class", "org.apache.kafka.connect.mirror.DefaultReplicationPolicy")
     try:
         policy = load_replication_policy(class_name, settings)
         identity = policy.format_remote_topic(source, "orders") == "orders"

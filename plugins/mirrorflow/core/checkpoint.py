@@ -33,9 +33,7 @@ class Checkpoint:
 
     def record_value(self) -> bytes:
         writer = WireWriter().int16(VERSION)
-        return (
-            writer.int64(self.upstream_offset).int64(self.downstream_offset).string(self.metadata).to_bytes()
-        )
+        return writer.int64(self.upstream_offset).int64(self.downstream_offset).string(self.metadata).to_bytes()
 
     @classmethod
     def from_record(
@@ -47,9 +45,7 @@ class Checkpoint:
         value_reader = WireReader(value, "checkpoint record value")
         version = value_reader.int16()
         if version != VERSION:
-            raise WireFormatError(
-                f"checkpoint record value: unsupported version {version} (only {VERSION} exists)"
-            )
+            raise WireFormatError(f"checkpoint record value: unsupported version {version} (only {VERSION} exists)")
         upstream, downstream = value_reader.int64(), value_reader.int64()
         return cls(group, topic, partition, upstream, downstream, value_reader.string())
 

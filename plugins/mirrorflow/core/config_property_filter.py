@@ -46,9 +46,7 @@ class DefaultConfigPropertyFilter:
         where = use_defaults_from.strip()  # Kafka's ConfigDef trims STRING values
         if where not in ("target", "source"):
             raise UsageError(f"{USE_DEFAULTS_FROM_KEY}={use_defaults_from!r}: expected 'target' or 'source'")
-        self._exclude = compile_patterns(
-            parse_list(config_properties_exclude), key=CONFIG_PROPERTIES_EXCLUDE_KEY
-        )
+        self._exclude = compile_patterns(parse_list(config_properties_exclude), key=CONFIG_PROPERTIES_EXCLUDE_KEY)
         self._use_source_defaults = where == "source"
 
     @classmethod

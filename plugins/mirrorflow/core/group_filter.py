@@ -31,9 +31,7 @@ class DefaultGroupFilter:
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, str]) -> DefaultGroupFilter:
-        return cls(
-            settings.get(GROUPS_KEY, DEFAULT_GROUPS), settings.get(GROUPS_EXCLUDE_KEY, DEFAULT_GROUPS_EXCLUDE)
-        )
+        return cls(settings.get(GROUPS_KEY, DEFAULT_GROUPS), settings.get(GROUPS_EXCLUDE_KEY, DEFAULT_GROUPS_EXCLUDE))
 
     def should_replicate_group(self, group: str) -> bool:
         return matches(self._include, group) and not matches(self._exclude, group)

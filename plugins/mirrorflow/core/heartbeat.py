@@ -38,7 +38,5 @@ class Heartbeat:
         value_reader = WireReader(value, "heartbeat record value")
         version = value_reader.int16()
         if version != VERSION:
-            raise WireFormatError(
-                f"heartbeat record value: unsupported version {version} (only {VERSION} exists)"
-            )
+            raise WireFormatError(f"heartbeat record value: unsupported version {version} (only {VERSION} exists)")
         return cls(source, target, value_reader.int64())

@@ -129,9 +129,7 @@ def translate_java_regex(java: str) -> str:
         elif char == "{":
             repetition = _REPETITION.match(java, i)
             if repetition is None:
-                raise _JavaSyntaxError(
-                    f"illegal repetition at index {i}: '{{' must start {{n}}, {{n,}} or {{n,m}}"
-                )
+                raise _JavaSyntaxError(f"illegal repetition at index {i}: '{{' must start {{n}}, {{n,}} or {{n,m}}")
             text, i = repetition.group(), repetition.end()
         elif char == "}":
             text, i = r"\}", i + 1

@@ -76,9 +76,7 @@ class ReplicationPolicy(Protocol):
 class DefaultReplicationPolicy(ReplicationPolicy):
     """MM2's `DefaultReplicationPolicy`: remote names are prefixed with the source alias and the separator."""
 
-    def __init__(
-        self, separator: str = DEFAULT_SEPARATOR, internal_topic_separator_enabled: bool = True
-    ) -> None:
+    def __init__(self, separator: str = DEFAULT_SEPARATOR, internal_topic_separator_enabled: bool = True) -> None:
         if not separator:
             raise UsageError(f"{SEPARATOR_KEY} must not be empty: every topic name would look remote")
         self.separator = separator
@@ -115,9 +113,7 @@ class DefaultReplicationPolicy(ReplicationPolicy):
 
     def is_mm2_internal_topic(self, topic: str) -> bool:
         internal_suffix = f"{self.internal_separator}internal"
-        return (topic.startswith("mm2") and topic.endswith(internal_suffix)) or self.is_checkpoints_topic(
-            topic
-        )
+        return (topic.startswith("mm2") and topic.endswith(internal_suffix)) or self.is_checkpoints_topic(topic)
 
     def __repr__(self) -> str:
         name = type(self).__name__
@@ -147,9 +143,7 @@ class IdentityReplicationPolicy(DefaultReplicationPolicy):
         return topic.endswith(self.heartbeats_topic())
 
     def format_remote_topic(self, source_alias: str, topic: str) -> str:
-        return (
-            super().format_remote_topic(source_alias, topic) if self._looks_like_heartbeat(topic) else topic
-        )
+        return super().format_remote_topic(source_alias, topic) if self._looks_like_heartbeat(topic) else topic
 
     def topic_source(self, topic: str) -> str | None:
         return super().topic_source(topic) if self._looks_like_heartbeat(topic) else self.source_cluster_alias

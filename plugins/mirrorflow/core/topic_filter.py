@@ -33,9 +33,7 @@ class DefaultTopicFilter:
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, str]) -> DefaultTopicFilter:
-        return cls(
-            settings.get(TOPICS_KEY, DEFAULT_TOPICS), settings.get(TOPICS_EXCLUDE_KEY, DEFAULT_TOPICS_EXCLUDE)
-        )
+        return cls(settings.get(TOPICS_KEY, DEFAULT_TOPICS), settings.get(TOPICS_EXCLUDE_KEY, DEFAULT_TOPICS_EXCLUDE))
 
     def should_replicate_topic(self, topic: str) -> bool:
         return matches(self._include, topic) and not matches(self._exclude, topic)

@@ -50,9 +50,7 @@ def should_replicate_topic(
     )
 
 
-def rename_topic_partition(
-    topic: str, *, policy: ReplicationPolicy, source_alias: str, target_alias: str
-) -> str:
+def rename_topic_partition(topic: str, *, policy: ReplicationPolicy, source_alias: str, target_alias: str) -> str:
     """The downstream topic of an upstream topic's checkpoints; the partition number never changes."""
     if policy.topic_source(topic) == target_alias:
         return policy.original_topic(topic)

@@ -103,7 +103,5 @@ class WireReader:
     def string(self) -> str:
         length = self.int16()
         if length < 0:
-            raise WireFormatError(
-                f"{self._what}: STRING length {length} is negative (null strings are not allowed)"
-            )
+            raise WireFormatError(f"{self._what}: STRING length {length} is negative (null strings are not allowed)")
         return self._take(length, "STRING").decode("utf-8", errors="replace")

@@ -108,10 +108,20 @@ def _proc_state(proc: Path) -> str:
 
 
 def is_alive(pid: int, marker: str) -> bool:
-    """True when `pid` runs and its command line contains `marker`; reaps it if it is our dead child."""
+    """True when `pid` runs and its command line contains `marker`; reaps it if it is our dead child.
+
+    While a process is inside execve (setpriv exec-ing the JVM, right after start) its command line reads as
+    empty for a moment; that is a live process, not a dead one, so the read is retried.
+    """
     _reap(pid)
-    line = command_line(pid)
-    return line is not None and marker in line
+    for _ in range(50):
+        line = command_line(pid)
+        if line is None:
+            return False
+        if line:
+            return marker in line
+        time.sleep(0.01)
+    return True
 
 
 def _reap(pid: int) -> None:
