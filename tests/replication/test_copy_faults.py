@@ -34,7 +34,10 @@ pytestmark = pytest.mark.integration
 TRIALS = int(os.environ.get("MIRRORFLOW_FAULT_TRIALS", "3"))
 RECORDS = 50_000
 BATCH = 500
-RUNNER = "import pickle, sys; from mirrorflow.replication.copy_range import copy_range; copy_range(pickle.load(open(sys.argv[1], 'rb')))"
+RUNNER = (
+    "import pickle, sys; from mirrorflow.replication.copy_range import copy_range; "
+    "copy_range(pickle.load(open(sys.argv[1], 'rb')))"
+)
 
 
 def make_flow(tmp_path: Path, clusters: LocalClusters, topic: str, delivery: str) -> Flow:
