@@ -21,6 +21,7 @@ from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.kafka.sample_data import consume_group, produce_orders, read_topic
 from mirrorflow.local.cluster import LocalClusters
 from mirrorflow.replication.flow_cycle import run_control_plane
+from mirrorflow.replication.remote_cluster_utils import translate_group
 
 DEMO_DIR = Path("var/demo")
 TOPIC = "orders"
@@ -53,6 +54,21 @@ def _show_flows(config: MirrorConfig) -> None:
     console.print(table)
 
 
+def _show_translation(config: MirrorConfig) -> None:
+    """Where group `billing` resumes on backup: from the checkpoints, exactly (0 re-reads, 0 skips)."""
+    translated = translate_group(config, GROUP, "primary", "backup")
+    if not translated:
+        raise MirrorflowError(f"demo check failed: no checkpoint for group '{GROUP}' on backup")
+    table = Table(title=f"group '{GROUP}' of primary, translated for backup (mirrorflow translate)")
+    for column in ("remote topic", "partition", "primary offset", "backup offset"):
+        table.add_column(column)
+    for t in translated:
+        table.add_row(t.topic, str(t.partition), str(t.upstream_offset), str(t.offset))
+    console.print(table)
+    if sum(t.upstream_offset for t in translated) != 400:
+        raise MirrorflowError("demo check failed: the translated positions do not cover the 400 consumed records")
+
+
 def run_demo(directory: Path = DEMO_DIR) -> None:
     started = time.monotonic()
     console.rule("Mirrorflow demo")
@@ -67,21 +83,24 @@ def run_demo(directory: Path = DEMO_DIR) -> None:
         consume_group(clusters.bootstrap("primary"), TOPIC, GROUP, count=400)
         console.print(f"produced {written} records to '{TOPIC}' on primary; group '{GROUP}' consumed 400 of them")
 
-        from mirrorflow.spark.copy_job import copy_flow, spark_session
+        from mirrorflow.spark.copy_job import CopyStep
 
-        spark = spark_session("local[*]", "mirrorflow-demo")
+        step = CopyStep("local[*]")
         try:
             for round_ in (1, 2):
                 for flow in config.flows:
-                    report = run_control_plane(flow)
-                    summary = copy_flow(flow, spark, interval=True)
+                    report = run_control_plane(flow, copy=step)
                     created = [t.name for t in report.topics.created] if report.topics else []
+                    copied = report.copy or {}
                     console.print(
-                        f"round {round_} {flow.name}: created {created or 'nothing'}, "
-                        f"copied {summary['records']} records in {summary['transactions']} transactions"
+                        f"round {round_} {flow.name}: created {created or 'nothing'}, copied {copied.get('records')} "
+                        f"records in {copied.get('transactions')} transactions, "
+                        f"{copied.get('checkpoints_emitted')} checkpoints, groups synced: "
+                        f"{', '.join(copied.get('groups_synced') or []) or 'none'}"
                     )
         finally:
-            spark.stop()
+            step.close()
+        _show_translation(config)
         source = read_topic(clusters.bootstrap("primary"), TOPIC)
         remote = read_topic(clusters.bootstrap("backup"), f"primary.{TOPIC}")
         if source != remote:
