@@ -34,8 +34,8 @@ kafka-jars: setup
 	$(VENV)/bin/mirrorflow local jars
 
 lint: setup
-	$(VENV)/bin/ruff check plugins tests dags spark_jobs
-	$(VENV)/bin/ruff format --check plugins tests dags spark_jobs
+	$(VENV)/bin/ruff check plugins tests dags spark_jobs benchmarks
+	$(VENV)/bin/ruff format --check plugins tests dags spark_jobs benchmarks
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 

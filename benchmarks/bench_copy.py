@@ -110,7 +110,8 @@ def prepare_targets(clusters: LocalClusters, partitions: int) -> None:
         ]
     for f in target.create_topics(names).values():
         f.result(30)
-    for f in source.create_topics([NewTopic("mm2-offset-syncs.B.internal", 1, 1, config=compact)]).values():
+    syncs = NewTopic("mm2-offset-syncs.B.internal", 1, 1, config=compact)
+    for f in source.create_topics([NewTopic(TOPIC, partitions, 1, config=KEEP), syncs]).values():
         f.result(30)
 
 

@@ -31,6 +31,8 @@ def write_flow_config(path: Path, clusters: LocalClusters, topic: str, group: st
         f"B.bootstrap.servers = {clusters.bootstrap('B')}\n"
         "A->B.enabled = true\n"
         f"A->B.topics = {topic}\n"
+        # The session's clusters are shared: other tests' heartbeats must not add to this run's counts.
+        "A->B.heartbeats.replication.enabled = false\n"
         f"A->B.groups = {group}\n"
         "replication.factor = 1\n"
         "checkpoints.topic.replication.factor = 1\n"

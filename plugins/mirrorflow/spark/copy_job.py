@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import re
 import sys
@@ -40,6 +41,8 @@ def effective_master(master: str) -> str:
 
 
 def spark_session(master: str, app_name: str) -> SparkSession:
+    # py4j logs every connection it closes at INFO, even from finalizers at interpreter exit.
+    logging.getLogger("py4j").setLevel(logging.WARNING)
     builder = SparkSession.builder.appName(app_name)
     if master:
         builder = builder.master(effective_master(master))
