@@ -57,7 +57,7 @@ bench-copy: setup
 	$(PY) benchmarks/bench_copy.py $(BENCH_ARGS)
 
 demo: setup
-	$(PY) -m mirrorflow.demo
+	$(PY) -m mirrorflow.cli.demo
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache build *.egg-info plugins/*.egg-info
