@@ -18,6 +18,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from mirrorflow.local.cluster import LocalClusters
+from mirrorflow.local.properties import mm2_config_text
 
 pytestmark = pytest.mark.integration
 RECORDS = 120
@@ -26,18 +27,11 @@ COMMITTED = 40  # the group's position on partition 0 at A
 
 def write_flow_config(path: Path, clusters: LocalClusters, topic: str, group: str) -> Path:
     path.write_text(
-        "clusters = A, B\n"
-        f"A.bootstrap.servers = {clusters.bootstrap('A')}\n"
-        f"B.bootstrap.servers = {clusters.bootstrap('B')}\n"
-        "A->B.enabled = true\n"
+        mm2_config_text({a: clusters.bootstrap(a) for a in ("A", "B")}) + "A->B.enabled = true\n"
         f"A->B.topics = {topic}\n"
         # The session's clusters are shared: other tests' heartbeats must not add to this run's counts.
         "A->B.heartbeats.replication.enabled = false\n"
         f"A->B.groups = {group}\n"
-        "replication.factor = 1\n"
-        "checkpoints.topic.replication.factor = 1\n"
-        "heartbeats.topic.replication.factor = 1\n"
-        "offset-syncs.topic.replication.factor = 1\n"
         "A->B.sync.group.offsets.enabled = true\n"
         "A->B.mirrorflow.copy.mode = interval\n"
         "A->B.mirrorflow.spark.master = local[2]\n"

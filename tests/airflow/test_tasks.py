@@ -15,6 +15,7 @@ from mirrorflow.airflow import tasks
 from mirrorflow.airflow.reports import compact, repeated_summary
 from mirrorflow.airflow.tasks import repeat
 from mirrorflow.local.cluster import LocalClusters
+from mirrorflow.local.properties import mm2_config_text
 
 
 class FakeClock:
@@ -72,17 +73,8 @@ def test_compact_cuts_long_lists_and_keeps_json_types() -> None:
 
 
 def _pair_config(path: Path, clusters: LocalClusters, extra: str) -> str:
-    path.write_text(
-        "clusters = A, B\n"
-        f"A.bootstrap.servers = {clusters.bootstrap('A')}\n"
-        f"B.bootstrap.servers = {clusters.bootstrap('B')}\n"
-        "A->B.enabled = true\n"
-        "A->B.topics = nothing-matches-this\n"
-        "replication.factor = 1\n"
-        "checkpoints.topic.replication.factor = 1\n"
-        "heartbeats.topic.replication.factor = 1\n"
-        "offset-syncs.topic.replication.factor = 1\n" + extra
-    )
+    body = "A->B.enabled = true\nA->B.topics = nothing-matches-this\n" + extra
+    path.write_text(mm2_config_text({a: clusters.bootstrap(a) for a in ("A", "B")}, body))
     return str(path)
 
 

@@ -28,21 +28,13 @@ from confluent_kafka.admin import (
 
 from mirrorflow.cli.app import main
 from mirrorflow.local.cluster import LocalClusters
+from mirrorflow.local.properties import mm2_config_text
 
 MIRRORFLOW = Path(sys.executable).with_name("mirrorflow")
 
 
 def write_config(path: Path, clusters: LocalClusters, body: str) -> Path:
-    path.write_text(
-        "clusters = A, B\n"
-        f"A.bootstrap.servers = {clusters.bootstrap('A')}\n"
-        f"B.bootstrap.servers = {clusters.bootstrap('B')}\n"
-        "replication.factor = 1\n"
-        "checkpoints.topic.replication.factor = 1\n"
-        "heartbeats.topic.replication.factor = 1\n"
-        "offset-syncs.topic.replication.factor = 1\n"
-        "admin.timeout.ms = 30000\n" + body
-    )
+    path.write_text(mm2_config_text({a: clusters.bootstrap(a) for a in ("A", "B")}, body))
     return path
 
 

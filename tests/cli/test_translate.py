@@ -18,6 +18,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from mirrorflow.cli.app import main
 from mirrorflow.config.loader import load_config
 from mirrorflow.local.cluster import LocalClusters
+from mirrorflow.local.properties import mm2_config_text
 from mirrorflow.replication.checkpoints import emit_checkpoints
 from mirrorflow.replication.copy_plan import SourcePartitions, plan_copy
 from mirrorflow.replication.copy_range import copy_range
@@ -34,11 +35,7 @@ def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]
 
 
 def _config(path: Path, a: str, b: str, body: str = "") -> str:
-    path.write_text(
-        f"clusters = A, B\nA.bootstrap.servers = {a}\nB.bootstrap.servers = {b}\nA->B.enabled = true\n"
-        "replication.factor = 1\ncheckpoints.topic.replication.factor = 1\nheartbeats.topic.replication.factor = 1\n"
-        "offset-syncs.topic.replication.factor = 1\n" + body
-    )
+    path.write_text(mm2_config_text({"A": a, "B": b}, "A->B.enabled = true\n" + body))
     return str(path)
 
 

@@ -23,6 +23,7 @@ from confluent_kafka.admin import (
 from mirrorflow.config.loader import load_config
 from mirrorflow.config.model import MirrorConfig
 from mirrorflow.local.cluster import LocalClusters
+from mirrorflow.local.properties import mm2_config_text
 
 T = TypeVar("T")
 WriteConfig = Callable[..., MirrorConfig]
@@ -30,16 +31,7 @@ WriteConfig = Callable[..., MirrorConfig]
 
 def mm2_properties(clusters: LocalClusters, aliases: Sequence[str], body: str) -> str:
     """A single-broker mm2.properties (every replication factor 1) for `aliases`, then `body`."""
-    lines = [f"clusters = {', '.join(aliases)}"]
-    lines += [f"{alias}.bootstrap.servers = {clusters.bootstrap(alias)}" for alias in aliases]
-    lines += [
-        "replication.factor = 1",
-        "checkpoints.topic.replication.factor = 1",
-        "heartbeats.topic.replication.factor = 1",
-        "offset-syncs.topic.replication.factor = 1",
-        "admin.timeout.ms = 30000",
-    ]
-    return "\n".join(lines) + "\n" + body
+    return mm2_config_text({alias: clusters.bootstrap(alias) for alias in aliases}, "admin.timeout.ms = 30000\n" + body)
 
 
 @pytest.fixture

@@ -32,6 +32,7 @@ from mirrorflow.config.model import Flow
 from mirrorflow.core.checkpoint import Checkpoint
 from mirrorflow.kafka.compacted_log import read_to_end
 from mirrorflow.local.cluster import LocalClusters
+from mirrorflow.local.properties import mm2_config_text
 from mirrorflow.local.runtime import MIRROR_MAKER_MAIN, kafka_runtime
 from mirrorflow.replication.checkpoints import emit_checkpoints
 from mirrorflow.replication.copy_plan import SourcePartitions, plan_copy
@@ -231,16 +232,10 @@ def scenario(kafka_clusters: LocalClusters, tmp_path_factory: pytest.TempPathFac
         config_path.write_text(
             "\n".join(
                 [
-                    "clusters = A, B",
-                    f"A.bootstrap.servers = {kafka_clusters.bootstrap('A')}",
-                    f"B.bootstrap.servers = {kafka_clusters.bootstrap('B')}",
+                    mm2_config_text({a: kafka_clusters.bootstrap(a) for a in ("A", "B")}),
                     "A->B.enabled = true",
                     f"A->B.topics = {', '.join(sorted(topics.values()))}",
                     f"A->B.groups = {prefix}.*",
-                    "replication.factor = 1",
-                    "checkpoints.topic.replication.factor = 1",
-                    "heartbeats.topic.replication.factor = 1",
-                    "offset-syncs.topic.replication.factor = 1",
                     "",
                 ]
             )

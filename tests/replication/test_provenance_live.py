@@ -16,6 +16,7 @@ from mirrorflow.config.model import Flow
 from mirrorflow.core.provenance import ORIGIN_HEADER
 from mirrorflow.kafka.sample_data import read_topic
 from mirrorflow.local.cluster import LocalClusters
+from mirrorflow.local.properties import mm2_config_text
 from mirrorflow.replication.copy_plan import copyable, plan_copy
 from mirrorflow.replication.copy_range import copy_range
 from mirrorflow.replication.discovery import discover
@@ -45,15 +46,11 @@ def test_identity_active_active_with_provenance_headers_does_not_loop(
         kafka_admin(alias).create_topics([NewTopic(topic, 2, 1)])[topic].result()
     path = tmp_path / "mm2.properties"
     path.write_text(
-        "clusters = A, B\n"
-        f"A.bootstrap.servers = {kafka_clusters.bootstrap('A')}\n"
-        f"B.bootstrap.servers = {kafka_clusters.bootstrap('B')}\n"
-        "A->B.enabled = true\nB->A.enabled = true\n"
+        mm2_config_text({a: kafka_clusters.bootstrap(a) for a in ("A", "B")})
+        + "A->B.enabled = true\nB->A.enabled = true\n"
         f"topics = {topic}\n"
         "replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n"
         "mirrorflow.provenance.headers = true\n"
-        "replication.factor = 1\ncheckpoints.topic.replication.factor = 1\n"
-        "heartbeats.topic.replication.factor = 1\noffset-syncs.topic.replication.factor = 1\n"
     )
     config = load_config(path)
     a_to_b, b_to_a = config.flow("A->B"), config.flow("B->A")

@@ -15,6 +15,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from mirrorflow.config.loader import load_config
 from mirrorflow.local.cluster import LocalClusters
+from mirrorflow.local.properties import mm2_config_text
 from mirrorflow.replication.flow_cycle import run_control_plane
 
 pytestmark = pytest.mark.integration
@@ -24,15 +25,8 @@ REPO = Path(__file__).resolve().parents[2]
 def write_config(tmp_path: Path, clusters: LocalClusters, topic: str) -> Path:
     path = tmp_path / "mm2.properties"
     path.write_text(
-        "clusters = A, B\n"
-        f"A.bootstrap.servers = {clusters.bootstrap('A')}\n"
-        f"B.bootstrap.servers = {clusters.bootstrap('B')}\n"
-        "A->B.enabled = true\n"
+        mm2_config_text({a: clusters.bootstrap(a) for a in ("A", "B")}) + "A->B.enabled = true\n"
         f"A->B.topics = {topic}\n"
-        "replication.factor = 1\n"
-        "checkpoints.topic.replication.factor = 1\n"
-        "heartbeats.topic.replication.factor = 1\n"
-        "offset-syncs.topic.replication.factor = 1\n"
         "A->B.mirrorflow.copy.mode = interval\n"
     )
     return path

@@ -71,6 +71,11 @@ def mm2_properties(bootstraps: Mapping[str, str]) -> dict[str, str]:
     return props
 
 
+def mm2_config_text(bootstraps: Mapping[str, str], body: str = "") -> str:
+    """The mm2.properties text `local up` writes for these clusters, followed by `body` (flows, overrides)."""
+    return render(mm2_properties(bootstraps)) + body
+
+
 def render(props: Mapping[str, str], header: str = "") -> str:
     """Java properties text; our keys and values never hold characters that need escaping except `\\`."""
     lines = [f"# {line}".rstrip() for line in header.splitlines()]
