@@ -14,6 +14,7 @@ from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from mirrorflow.config.loader import load_config
+from mirrorflow.config.overrides import CLUSTER_SETTINGS_ENV
 from mirrorflow.local.cluster import LocalClusters
 from mirrorflow.local.properties import mm2_config_text
 from mirrorflow.replication.flow_cycle import run_control_plane
@@ -32,9 +33,10 @@ def write_config(tmp_path: Path, clusters: LocalClusters, topic: str) -> Path:
     return path
 
 
-def spark_submit(*args: str) -> subprocess.CompletedProcess[str]:
+def spark_submit(*args: str, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     bin_dir = Path(sys.executable).parent
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "PYSPARK_PYTHON": sys.executable}
+    env.update(extra_env or {})
     return subprocess.run(
         [str(bin_dir / "spark-submit"), "--master", "local[2]", str(REPO / "spark_jobs" / "mirrorflow_copy.py"), *args],
         env=env,
@@ -60,8 +62,13 @@ def test_spark_submit_copies_every_partition(
     config = write_config(tmp_path, kafka_clusters, topic)
     run_control_plane(load_config(config).flow("A->B"))
 
+    # The job gets B's address only from the environment, as Airflow hands it credentials from connections:
+    # the file the job reads points B at a closed port.
+    job_config = tmp_path / "job-mm2.properties"
+    job_config.write_text(config.read_text().replace(kafka_clusters.bootstrap("B"), "127.0.0.1:1"))
+    settings = {CLUSTER_SETTINGS_ENV: json.dumps({"B": {"bootstrap.servers": kafka_clusters.bootstrap("B")}})}
     summary_file = tmp_path / "summary.json"
-    done = spark_submit(str(config), "--flow", "A->B", "--summary-file", str(summary_file))
+    done = spark_submit(str(job_config), "--flow", "A->B", "--summary-file", str(summary_file), extra_env=settings)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(summary_file.read_text())
     ours = [r for r in summary["ranges"] if r["topic"] == topic]  # `heartbeats` replicate as well

@@ -5,34 +5,21 @@ time that dict is merged into every client of the cluster's side of the flow, wi
 for the same setting: the connection is where the operator keeps the credentials of record. Nothing here runs
 while Airflow parses DAG files, and only key names are ever logged.
 
-A `ClientConfig` holds Java-style keys and translates them to librdkafka's on use, so librdkafka keys from the
-connection must not be shadowed by a Java key that translates onto them (`sasl.jaas.config` would overwrite
-`sasl.username`): those Java keys are dropped when the connection supplies their librdkafka equivalent.
+The merge rules themselves live in `mirrorflow.config.overrides`, shared with the Spark copy job, which receives
+the same settings in an environment variable.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any
 
-from mirrorflow.config.clients import ClientConfig
 from mirrorflow.config.model import Flow
+from mirrorflow.config.overrides import Side, merge_connection, merged_client, usable_key
 from mirrorflow.core.errors import UsageError
 
 log = logging.getLogger(__name__)
-
-Side = Literal["source", "target"]
-SIDE_CLIENTS: dict[Side, tuple[str, ...]] = {
-    "source": ("source_consumer", "source_producer", "source_admin"),
-    "target": ("target_consumer", "target_producer", "target_admin"),
-}
-IGNORED_KEYS = {
-    "group.id": "Mirrorflow names its own consumer groups",
-}
-_SASL_KEYS = ("sasl.username", "sasl.password", "sasl.oauthbearer.", "sasl.kerberos.")
-_PEM_KEY_KEYS = ("ssl.key.location", "ssl.key.pem", "ssl.certificate.location", "ssl.certificate.pem")
 
 
 def connection_extra(conn_id: str) -> dict[str, str]:
@@ -68,34 +55,6 @@ def _text(value: Any) -> str:
     if isinstance(value, dict | list):
         return json.dumps(value)
     return str(value)
-
-
-def merged_client(client: ClientConfig, extra: Mapping[str, str]) -> ClientConfig:
-    """`client` with the connection's librdkafka settings on top (see the module docstring for the rules)."""
-    java = dict(client.settings)
-    java.update({key: secret.get_secret_value() for key, secret in client.secrets.items()})
-    if any(key.startswith(_SASL_KEYS) for key in extra):
-        java.pop("sasl.jaas.config", None)
-    if "ssl.ca.location" in extra or "ssl.ca.pem" in extra:
-        for key in [k for k in java if k.startswith("ssl.truststore.")]:
-            del java[key]
-    if any(key in extra for key in (*_PEM_KEY_KEYS, "ssl.key.password", "ssl.keystore.location")):
-        for key in [k for k in java if k.startswith("ssl.keystore.")]:
-            del java[key]
-        java["ssl.keystore.type"] = "PKCS12" if "ssl.keystore.location" in extra else "PEM"
-    java.update({key: value for key, value in extra.items() if usable_key(key)})
-    return ClientConfig.from_mapping(java)
-
-
-def usable_key(key: str) -> bool:
-    """Callback names (`error_cb`...) cannot be called from a string, and some keys Mirrorflow owns."""
-    return key not in IGNORED_KEYS and not key.endswith("_cb")
-
-
-def merge_connection(flow: Flow, side: Side, extra: Mapping[str, str]) -> Flow:
-    """A new `Flow` whose `side` clients (consumer, producer, admin) carry the connection's settings."""
-    update = {name: merged_client(getattr(flow, name), extra) for name in SIDE_CLIENTS[side]}
-    return flow.model_copy(update=update)
 
 
 def connection_ids(flow: Flow) -> dict[Side, str]:
@@ -134,3 +93,6 @@ def cluster_settings(flow: Flow) -> dict[str, dict[str, str]]:
         alias = flow.source if side == "source" else flow.target
         settings[alias] = {k: v for k, v in connection_extra(conn_id).items() if usable_key(k)}
     return settings
+
+
+__all__ = ["cluster_settings", "connection_extra", "merge_connection", "merged_client", "with_connections"]

@@ -26,11 +26,10 @@ from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
+from mirrorflow.config.overrides import CLUSTER_SETTINGS_ENV
 from mirrorflow.core.errors import MirrorflowError, UsageError
 
 SPARK_CONN_ID = "mirrorflow_spark"
-CLUSTER_SETTINGS_ENV = "MIRRORFLOW_CLUSTER_SETTINGS"
-"""`{alias: librdkafka settings}` from Airflow connections, for the copy job (an env var: never on a command line)."""
 SUMMARY_KEYS = ("records", "bytes", "dropped", "transactions", "offset_syncs", "max_latency_ms", "avg_latency_ms")
 
 

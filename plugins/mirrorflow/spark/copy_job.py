@@ -20,6 +20,7 @@ from pyspark.sql import SparkSession
 
 from mirrorflow.config.loader import load_config, split_cluster_args
 from mirrorflow.config.model import Flow
+from mirrorflow.config.overrides import cluster_settings_from_env, with_cluster_settings
 from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.replication.checkpoints import emit_checkpoints
 from mirrorflow.replication.copy_plan import copyable, plan_copy, summarise
@@ -146,6 +147,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         flow = load_config(args.config, split_cluster_args(args.clusters) or None).flow(args.flow)
+        # Credentials from Airflow connections arrive in the environment, never on the command line.
+        flow = with_cluster_settings(flow, cluster_settings_from_env(os.environ))
         mode = args.mode or flow.copy_mode
         run_seconds = args.run_seconds if args.run_seconds is not None else float(flow.copy_run_seconds)
         spark = spark_session(args.master or flow.spark_master, f"mirrorflow-copy {flow.name}")
