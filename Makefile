@@ -12,7 +12,7 @@ STAMP := $(VENV)/.mirrorflow-setup-$(shell cat requirements.txt requirements-dev
 PYSPARK_PIN := $(shell grep -E '^pyspark==' requirements.txt)
 PYTEST_ARGS ?=
 
-.PHONY: setup lint test test-unit test-integration test-faults demo clean kafka-jars bench-copy
+.PHONY: setup lint test test-unit test-integration test-faults demo clean kafka-jars bench-copy browser
 
 setup: $(STAMP)
 
@@ -30,6 +30,10 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	rm -f $(VENV)/.mirrorflow-setup-*
 	touch $(STAMP)
 
+# Headless Chromium + ChromeDriver for the dashboard's browser test (Debian packages; needs root).
+browser:
+	command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium chromium-driver)
+
 kafka-jars: setup
 	$(VENV)/bin/mirrorflow local jars
 
@@ -45,7 +49,7 @@ test-unit: setup
 test-integration: setup
 	$(PY) -m pytest -m integration $(PYTEST_ARGS)
 
-test: lint
+test: lint browser
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # The fault matrix with more trials than `make test` runs (each trial SIGKILLs a copy mid-range).

@@ -124,3 +124,23 @@ def test_once_and_for_exclude_each_other(tmp_path: Path, capsys: pytest.CaptureF
     code, _, err = cli(capsys, "run", str(config), "--once", "--for", "5")
     assert code == 2
     assert "--once and --for" in err
+
+
+@pytest.mark.integration
+def test_run_once_on_a_terminal_shows_the_copy_progress(
+    kafka_clusters: LocalClusters, tmp_path: Path, unique_topic: Any
+) -> None:
+    tag = unique_topic("tty")
+    admin = AdminClient({"bootstrap.servers": kafka_clusters.bootstrap("A")})
+    admin.create_topics([NewTopic(tag, 3, 1)])[tag].result(30)
+    producer = Producer({"bootstrap.servers": kafka_clusters.bootstrap("A")})
+    for i in range(30):
+        producer.produce(tag, value=b"v", partition=i % 3)
+    assert producer.flush(30) == 0
+    body = f"A->B.enabled = true\nA->B.topics = {tag}\nA->B.heartbeats.replication.enabled = false\n"
+    config = write_config(tmp_path / "mm2.properties", kafka_clusters, body)
+    command = f"{MIRRORFLOW} run {config} --flow 'A->B' --once"
+    # `script` gives the command a pseudo-terminal, as an operator's shell would.
+    done = subprocess.run(["script", "-qec", command, "/dev/null"], capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stdout[-2000:]
+    assert "copy A->B" in done.stdout and "3/3" in done.stdout, done.stdout[-2000:]

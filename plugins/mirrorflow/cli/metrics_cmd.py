@@ -23,6 +23,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from mirrorflow.cli.plan_cmd import ClustersOption, FlowOption, select_flows, setup_logging
 from mirrorflow.config.model import Flow
+from mirrorflow.replication.flow_health import FlowHealth, flow_health
 from mirrorflow.replication.metrics import LAG_METRICS, SOURCE_METRICS, PartitionView, flow_views, prometheus_name
 
 log = logging.getLogger(__name__)
@@ -31,6 +32,11 @@ LAG_HELP = {
     "replication-lag-records": "Source end offset minus the next offset to copy.",
     "replication-lag-seconds": "Age of the oldest record not yet copied (0 when caught up).",
 }
+
+HEALTH_METRICS = (
+    ("mirrorflow_heartbeat_age_seconds", "Age of the pair's newest heartbeat on the target.", "heartbeat_age_s"),
+    ("mirrorflow_checkpoint_age_seconds", "Age of the flow's newest checkpoint on the target.", "checkpoint_age_s"),
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -61,9 +67,12 @@ class FlowCollector(Collector):
             up = GaugeMetricFamily(
                 "mirrorflow_metrics_flow_up", "1 when the flow's clusters were read.", labels=["flow"]
             )
+            healths: list[FlowHealth] = []
             for flow in self.flows:
                 try:
-                    views.extend(flow_views(flow))
+                    flow_partitions, health = flow_views(flow), flow_health(flow)
+                    views.extend(flow_partitions)
+                    healths.append(health)
                     up.add_metric([flow.name], 1)
                 except Exception as err:
                     log.warning("metrics: flow %s: %s", flow.name, err)
@@ -80,6 +89,13 @@ class FlowCollector(Collector):
                 family.add_metric(
                     list(v.tags().values()), v.lag_records if metric.endswith("records") else v.lag_seconds
                 )
+            yield family
+        for name, help_text, attr in HEALTH_METRICS:
+            family = GaugeMetricFamily(name, help_text, labels=["source", "target"])
+            for h in healths:
+                age = getattr(h, attr)
+                if age is not None:  # never written: no sample rather than a made-up age
+                    family.add_metric([h.source, h.target], age)
             yield family
         yield up
 

@@ -12,10 +12,12 @@ Any failure stops the run with exit code 1 and one message; nothing half-done is
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
 
 from mirrorflow.cli.plan_cmd import (
     ClustersOption,
@@ -74,10 +76,11 @@ def run(
 
     # Spark is imported only when a copy runs: `run --no-copy` stays light.
     copy = None
+    bar = CopyProgressBar() if not as_json and sys.stdout.isatty() else None
     if not no_copy:
         from mirrorflow.spark.copy_job import CopyStep
 
-        copy = CopyStep()
+        copy = CopyStep(on_progress=bar.update if bar is not None else None)
     try:
         if once:
             # Heartbeat-only pairs first: their `heartbeats` topics are what the flows' discovery then replicates.
@@ -99,6 +102,8 @@ def run(
             if not as_json:
                 typer.echo(f"done: {len(flows)} flows, {len(pairs)} heartbeat-only pairs, {heartbeats} heartbeats sent")
     finally:
+        if bar is not None:
+            bar.close()
         if copy is not None:
             copy.close()
     if as_json:
@@ -122,3 +127,22 @@ def _print_once(report: ControlPlaneReport) -> None:
             f"  sent heartbeat {report.source}->{report.target} to {report.target}:{report.heartbeat.topic} "
             f"(offset {report.heartbeat.offset})"
         )
+
+
+class CopyProgressBar:
+    """A rich progress bar per flow, advanced as the Spark copy finishes partition ranges (terminals only)."""
+
+    def __init__(self) -> None:
+        self._progress = Progress(
+            TextColumn("copy {task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("ranges")
+        )
+        self._tasks: dict[str, TaskID] = {}
+        self._progress.start()
+
+    def update(self, flow: str, done: int, total: int) -> None:
+        if flow not in self._tasks:
+            self._tasks[flow] = self._progress.add_task(flow, total=total)
+        self._progress.update(self._tasks[flow], completed=done, total=total)
+
+    def close(self) -> None:
+        self._progress.stop()

@@ -13,7 +13,9 @@ import logging
 import os
 import re
 import sys
-from collections.abc import Iterable, Iterator
+import threading
+import uuid
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -65,16 +67,49 @@ def _copy_partition(tasks: Iterable[CopyTask]) -> Iterator[CopyResult]:
         yield copy_range(task)
 
 
-def run_copy_tasks(spark: SparkSession, tasks: list[CopyTask]) -> list[CopyResult]:
+OnProgress = Callable[[int, int], None]
+"""Called with (ranges done, ranges in all) while a copy job runs."""
+
+
+def run_copy_tasks(
+    spark: SparkSession, tasks: list[CopyTask], *, on_progress: OnProgress | None = None
+) -> list[CopyResult]:
     """Run every task as its own Spark task; a range that fails for good fails the job with its reason."""
     if not tasks:
         return []
-    rdd = spark.sparkContext.parallelize(tasks, len(tasks))
+    sc = spark.sparkContext
+    group = f"mirrorflow-copy-{uuid.uuid4().hex[:12]}"
+    sc.setJobGroup(group, f"copy {tasks[0].flow}: {len(tasks)} partition ranges")
+    stop = threading.Event()
+    watcher = None
+    if on_progress is not None:
+        watcher = threading.Thread(target=_watch, args=(spark, group, len(tasks), on_progress, stop), daemon=True)
+        watcher.start()
+    rdd = sc.parallelize(tasks, len(tasks))
     try:
         results: list[CopyResult] = rdd.mapPartitions(_copy_partition).collect()
     except Exception as err:  # py4j wraps the executor's Python exception in a Java one
         raise MirrorflowError(f"the Spark copy job failed: {python_error_line(str(err))}") from None
+    finally:
+        stop.set()
+        if watcher is not None:
+            watcher.join(timeout=5)
+    if on_progress is not None:
+        on_progress(len(tasks), len(tasks))
     return results
+
+
+def _watch(spark: SparkSession, group: str, total: int, on_progress: OnProgress, stop: threading.Event) -> None:
+    """Report finished ranges from Spark's status tracker (one Spark task per range) until the job ends."""
+    tracker = spark.sparkContext.statusTracker()
+    while not stop.wait(0.25):
+        done = 0
+        for job_id in tracker.getJobIdsForGroup(group):
+            job = tracker.getJobInfo(job_id)
+            for stage_id in job.stageIds if job is not None else ():
+                stage = tracker.getStageInfo(stage_id)
+                done += stage.numCompletedTasks if stage is not None else 0
+        on_progress(min(done, total), total)
 
 
 def python_error_line(java_message: str) -> str:
@@ -94,13 +129,14 @@ def copy_flow(
     interval: bool,
     run_seconds: float | None = None,
     plan: FlowPlan | None = None,
+    on_progress: OnProgress | None = None,
 ) -> dict[str, object]:
     """One copy run of a flow: discover (unless given the plan), one task per partition on Spark, summarise."""
     if plan is None:
         with FlowClients(flow) as clients:
             plan = discover(flow, clients)
     tasks = plan_copy(flow, copyable(plan), interval=interval, run_seconds=run_seconds)
-    summary = summarise(run_copy_tasks(spark, tasks))
+    summary = summarise(run_copy_tasks(spark, tasks, on_progress=on_progress))
     summary["flow"] = flow.name
     summary["mode"] = "interval" if interval else "continuous"
     return summary
@@ -111,8 +147,9 @@ class CopyStep:
     seen now on a Spark session started on first use, then checkpoints and group sync — the order of the
     interval-mode DAG (`copy >> emit_checkpoints >> sync_group_offsets`)."""
 
-    def __init__(self, master: str | None = None) -> None:
+    def __init__(self, master: str | None = None, on_progress: Callable[[str, int, int], None] | None = None) -> None:
         self._master = master
+        self._on_progress = on_progress
         self._spark: SparkSession | None = None
 
     def __call__(self, flow: Flow, plan: FlowPlan, clients: FlowClients) -> dict[str, object]:
@@ -120,7 +157,14 @@ class CopyStep:
             self._spark = spark_session(self._master or flow.spark_master, "mirrorflow-run")
         # The cycle planned before topic sync ran: re-discover if it created or grew remote topics since.
         fresh = plan if not (plan.to_create() or plan.to_grow()) else None
-        summary = copy_flow(flow, self._spark, interval=True, plan=fresh)
+        progress = None
+        if self._on_progress is not None:
+            report = self._on_progress
+
+            def progress(done: int, total: int) -> None:
+                report(flow.name, done, total)
+
+        summary = copy_flow(flow, self._spark, interval=True, plan=fresh, on_progress=progress)
         checkpoints = emit_checkpoints(flow, clients)
         groups = sync_group_offsets(flow, clients)
         summary["checkpoints_emitted"] = len(checkpoints.emitted)

@@ -1,0 +1,154 @@
+"""The Replication dashboard: a FastAPI app the Airflow plugin mounts at `/mirrorflow`, shown in the UI's nav.
+
+The page (`/mirrorflow/`) is a static shell; its data comes from `/mirrorflow/api/flows`, which answers only to
+an Airflow identity allowed to read DAGs: the JWT the UI keeps in its `_token` cookie (sent by the browser with
+the page's same-origin fetch) or an `Authorization: Bearer` token from `POST /auth/token`. Airflow leaves plugin
+apps unauthenticated, so the dependency below reuses the API server's own `get_user` to validate the token.
+
+The flows are those the DAG factory builds (`MIRRORFLOW_CONFIG`, `MIRRORFLOW_CLUSTERS`). Each is read from its
+clusters on request (cached a few seconds, flows in parallel, short timeouts): nothing is stored in Airflow's
+database. Only names and numbers leave the server; a config that does not load is reported without its text
+(Airflow's import errors show the details to those allowed to see them).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Annotated, Any
+
+from airflow.api_fastapi.app import get_auth_manager
+from airflow.api_fastapi.auth.managers.models.base_user import BaseUser
+from airflow.api_fastapi.core_api.security import get_user
+from fastapi import Depends, FastAPI, HTTPException, Request, status
+from fastapi.responses import HTMLResponse
+
+from mirrorflow.airflow.connections import with_connections
+from mirrorflow.airflow.dashboard_page import render_page
+from mirrorflow.airflow.factory import config_file, env_clusters, repo_root
+from mirrorflow.config.loader import load_config
+from mirrorflow.config.model import Flow
+from mirrorflow.core.errors import UsageError
+from mirrorflow.replication.flow_health import UNREACHABLE, flow_health, flow_state
+from mirrorflow.replication.metrics import PartitionView, flow_views
+
+log = logging.getLogger(__name__)
+
+URL_PREFIX = "/mirrorflow"
+TIMEOUT_ENV = "MIRRORFLOW_DASHBOARD_TIMEOUT_S"
+CACHE_S = 5.0
+ERROR_CHARS = 300
+
+
+def require_reader(user: Annotated[BaseUser, Depends(get_user)]) -> BaseUser:
+    """An authenticated Airflow user (401/403 from `get_user` otherwise) who may read DAGs (403 otherwise)."""
+    if not get_auth_manager().is_authorized_dag(method="GET", user=user):
+        raise HTTPException(status.HTTP_403_FORBIDDEN, "reading Mirrorflow flows needs read access to DAGs")
+    return user
+
+
+def load_flows() -> tuple[list[Flow], str | None]:
+    """The enabled flows the DAG factory would build, or no flows and a message without the config's text."""
+    path = config_file(None, repo_root(None))
+    try:
+        return list(load_config(path, env_clusters() or None).flows), None
+    except UsageError as err:
+        log.warning("dashboard: cannot load %s: %s", path, err)
+        return [], f"the Mirrorflow config {path.name} does not load; see the DAG import errors in Airflow"
+    except OSError as err:
+        return [], f"the Mirrorflow config {path.name} cannot be read ({err.strerror})"
+
+
+def partition_row(v: PartitionView) -> dict[str, Any]:
+    m = v.values
+    return {
+        "topic": v.topic,
+        "partition": v.partition,
+        "source_topic": v.source_topic,
+        "lag_records": v.lag_records,
+        "lag_seconds": round(v.lag_seconds, 3),
+        "next_upstream": v.next_upstream,
+        "source_end": v.source_end,
+        "record_count": int(m["record-count"]),
+        "record_rate": m["record-rate"],
+        "byte_rate": m["byte-rate"],
+        "latency_avg_ms": m["replication-latency-ms-avg"],
+        "updated_ms": v.updated_ms,
+    }
+
+
+def flow_summary(flow: Flow, timeout_s: float) -> dict[str, Any]:
+    """One flow's card: state, ages, throughput and partitions; an unreachable flow carries its error only."""
+    row: dict[str, Any] = {"flow": flow.name, "source": flow.source, "target": flow.target}
+    try:
+        live = with_connections(flow)
+        views = flow_views(live, timeout_s=timeout_s)
+        health = flow_health(live, timeout_s=timeout_s)
+    except Exception as err:  # one flow's clusters being down must not blank the page
+        log.warning("dashboard: flow %s: %s", flow.name, err)
+        return row | {"state": UNREACHABLE, "error": str(err)[:ERROR_CHARS], "partitions": []}
+    return row | {
+        "state": flow_state(live, views, health),
+        "error": None,
+        "heartbeat_age_s": health.heartbeat_age_s,
+        "checkpoint_age_s": health.checkpoint_age_s,
+        "lag_records": sum(v.lag_records for v in views),
+        "lag_seconds": round(max((v.lag_seconds for v in views), default=0.0), 3),
+        "record_rate": round(sum(v.values["record-rate"] for v in views), 3),
+        "byte_rate": round(sum(v.values["byte-rate"] for v in views), 3),
+        "partitions": [partition_row(v) for v in views],
+    }
+
+
+def gather(flows: Sequence[Flow], timeout_s: float) -> list[dict[str, Any]]:
+    if not flows:
+        return []
+    with ThreadPoolExecutor(max_workers=min(8, len(flows)), thread_name_prefix="mirrorflow-dashboard") as pool:
+        return list(pool.map(lambda f: flow_summary(f, timeout_s), flows))
+
+
+class _Cache:
+    """The last answer for `CACHE_S`: many open pages polling must not multiply the reads on the clusters."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.value: dict[str, Any] | None = None
+        self.at = 0.0
+
+    def get(self, compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        with self.lock:
+            if self.value is None or time.monotonic() - self.at > CACHE_S:
+                self.value, self.at = compute(), time.monotonic()
+            return self.value
+
+
+def snapshot() -> dict[str, Any]:
+    timeout = float(os.environ.get(TIMEOUT_ENV, "5"))
+    flows, error = load_flows()
+    return {"generated_ms": int(time.time() * 1000), "error": error, "flows": gather(flows, timeout)}
+
+
+def create_app() -> FastAPI:
+    app = FastAPI(title="Mirrorflow replication", docs_url=None, redoc_url=None, openapi_url=None)
+    cache = _Cache()
+
+    @app.get("/api/flows")
+    def api_flows(_user: Annotated[BaseUser, Depends(require_reader)]) -> dict[str, Any]:
+        return cache.get(snapshot)
+
+    @app.get("/", response_class=HTMLResponse)
+    def page(request: Request) -> HTMLResponse:
+        try:
+            login = get_auth_manager().get_url_login(next_url=str(request.url))
+        except Exception:  # no auth manager (a bare test app): the page still renders
+            login = "/"
+        return HTMLResponse(render_page(login_url=login))
+
+    return app
+
+
+app = create_app()

@@ -1,0 +1,249 @@
+"""The Replication dashboard after a real copy on the session's clusters: its data endpoint answers only to
+Airflow's JWT (minted by the auth manager, as the UI's login does), and headless Chromium shows the real lag.
+
+The copy leaves partition 0 of the topic 30 records behind, the oldest two minutes old; a fresh heartbeat and
+checkpoint are written for the pair; a second flow's source points at a closed port and must read unreachable.
+The screenshot of the page is saved in the test's tmp dir (docs/dashboard.png with MIRRORFLOW_UPDATE_SCREENSHOT=1).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from mirrorflow.config.loader import load_config
+from mirrorflow.core.checkpoint import Checkpoint
+from mirrorflow.core.heartbeat import Heartbeat
+from mirrorflow.kafka.topics import create_compacted_topic
+from mirrorflow.local.cluster import LocalClusters
+from mirrorflow.replication.copy_plan import SourcePartitions, plan_copy
+from mirrorflow.replication.copy_range import copy_range
+
+pytestmark = pytest.mark.integration
+# Written to the test's own directory; MIRRORFLOW_UPDATE_SCREENSHOT=1 refreshes docs/dashboard.png instead.
+DOCS_SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "dashboard.png"
+KEEP = {"retention.ms": "-1"}
+SECRET = "dashboard-s3cret"
+JAAS = f'org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="{SECRET}";'
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--window-size=1200,900",
+)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def produce(producer: Producer, topic: str, partition: int, n: int, ts: int) -> None:
+    for i in range(n):
+        producer.produce(topic, key=b"k%d" % i, value=b"x" * 50, partition=partition, timestamp=ts + i)
+    assert producer.flush(30) == 0
+
+
+@pytest.fixture(scope="module")
+def copied(kafka_clusters: LocalClusters, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """A real copy of 190 records, then 30 more not copied; MIRRORFLOW_CONFIG names the flows' config."""
+    topic = f"dash-{uuid.uuid4().hex[:8]}"
+    config = tmp_path_factory.mktemp("dashboard") / "mm2.properties"
+    config.write_text(
+        "clusters = A, B, C\n"
+        f"A.bootstrap.servers = {kafka_clusters.bootstrap('A')}\n"
+        f"B.bootstrap.servers = {kafka_clusters.bootstrap('B')}\n"
+        f"C.bootstrap.servers = 127.0.0.1:{free_port()}\n"
+        "C.security.protocol = SASL_PLAINTEXT\nC.sasl.mechanism = PLAIN\n"
+        f"C.sasl.jaas.config = {JAAS}\n"
+        f"A->B.enabled = true\nA->B.topics = {topic}\n"
+        "C->B.enabled = true\nC->B.topics = nothing\n"
+        "replication.factor = 1\ncheckpoints.topic.replication.factor = 1\n"
+        "heartbeats.topic.replication.factor = 1\noffset-syncs.topic.replication.factor = 1\n"
+    )
+    admin = {a: AdminClient({"bootstrap.servers": kafka_clusters.bootstrap(a)}) for a in ("A", "B")}
+    producer = {a: Producer({"bootstrap.servers": kafka_clusters.bootstrap(a)}) for a in ("A", "B")}
+    admin["A"].create_topics([NewTopic(topic, 2, 1, config=KEEP)])[topic].result()
+    admin["B"].create_topics([NewTopic(f"A.{topic}", 2, 1, config=KEEP)])[f"A.{topic}"].result()
+    for name in ("mirrorflow-progress.A.internal", "mirrorflow-offset-map.A.internal", "heartbeats"):
+        create_compacted_topic(admin["B"], "B", name, 1, 30)
+    create_compacted_topic(admin["B"], "B", "A.checkpoints.internal", 1, 30)
+    create_compacted_topic(admin["A"], "A", "mm2-offset-syncs.B.internal", 1, 30)
+
+    flow = load_config(config).flow("A->B")
+    ten_s_ago = int(time.time() * 1000) - 10_000
+    produce(producer["A"], topic, 0, 150, ten_s_ago)
+    produce(producer["A"], topic, 1, 40, ten_s_ago)
+    tasks = plan_copy(flow, [SourcePartitions(topic, f"A.{topic}", 2)], interval=True)
+    assert sum(copy_range(t).records for t in tasks) == 190
+    produce(producer["A"], topic, 0, 30, int(time.time() * 1000) - 120_000)
+    now = int(time.time() * 1000)
+    beat = Heartbeat("A", "B", now)
+    producer["B"].produce("heartbeats", key=beat.record_key(), value=beat.record_value(), partition=0, timestamp=now)
+    mark = Checkpoint(f"g-{topic}", f"A.{topic}", 0, 100, 100)
+    producer["B"].produce("A.checkpoints.internal", key=mark.record_key(), value=mark.record_value(), timestamp=now)
+    assert producer["B"].flush(30) == 0
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MIRRORFLOW_CONFIG", str(config))
+        mp.delenv("MIRRORFLOW_CLUSTERS", raising=False)
+        mp.setenv("MIRRORFLOW_DASHBOARD_TIMEOUT_S", "3")
+        yield {"topic": f"A.{topic}", "config": config}
+
+
+@pytest.fixture(scope="module")
+def tokens(airflow_db: None) -> dict[str, str]:
+    """JWTs signed by the auth manager the API server uses: an admin's, and one of a user without a role."""
+    from airflow.api_fastapi.app import init_auth_manager
+    from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
+
+    manager = init_auth_manager()
+    return {
+        "admin": manager.generate_jwt(SimpleAuthManagerUser(username="admin", role="admin")),
+        "nobody": manager.generate_jwt(SimpleAuthManagerUser(username="nobody", role=None)),
+    }
+
+
+def airflow_like_app() -> Any:
+    """The plugin's app mounted the way Airflow's API server mounts plugin apps."""
+    from fastapi import FastAPI
+
+    from mirrorflow.airflow.dashboard import URL_PREFIX, app
+
+    root = FastAPI()
+    root.mount(URL_PREFIX, app)
+    return root
+
+
+def test_plugin_registers_the_app_and_the_nav_view() -> None:
+    from mirrorflow_plugin import MirrorflowPlugin
+
+    [entry] = MirrorflowPlugin.fastapi_apps
+    assert entry["url_prefix"] == "/mirrorflow"
+    [view] = MirrorflowPlugin.external_views
+    assert (view["name"], view["destination"], view["href"]) == ("Replication", "nav", "mirrorflow/")
+
+
+def test_data_endpoint_needs_an_airflow_token(copied: dict[str, Any], tokens: dict[str, str]) -> None:
+    from fastapi.testclient import TestClient
+
+    client = TestClient(airflow_like_app())
+    assert client.get("/mirrorflow/api/flows").status_code == 401
+    bad = client.get("/mirrorflow/api/flows", headers={"Authorization": "Bearer not-a-jwt"})
+    assert bad.status_code == 403
+    nobody = client.get("/mirrorflow/api/flows", headers={"Authorization": f"Bearer {tokens['nobody']}"})
+    assert nobody.status_code == 403
+    page = client.get("/mirrorflow/")
+    assert page.status_code == 200 and "api/flows" in page.text and SECRET not in page.text
+
+    ok = client.get("/mirrorflow/api/flows", headers={"Authorization": f"Bearer {tokens['admin']}"})
+    assert ok.status_code == 200, ok.text
+    flows = {f["flow"]: f for f in ok.json()["flows"]}
+    assert set(flows) == {"A->B", "C->B"}
+    ab, cb = flows["A->B"], flows["C->B"]
+    assert cb["state"] == "unreachable" and cb["error"]
+    rows = {p["partition"]: p for p in ab["partitions"] if p["topic"] == copied["topic"]}
+    assert (rows[0]["lag_records"], rows[1]["lag_records"]) == (30, 0)
+    assert 120 <= rows[0]["lag_seconds"] < 300 and rows[1]["lag_seconds"] == 0
+    assert (rows[0]["record_count"], rows[1]["record_count"]) == (150, 40)
+    assert ab["state"] == "lagging"
+    assert 0 <= ab["heartbeat_age_s"] < 60 and 0 <= ab["checkpoint_age_s"] < 60
+    assert SECRET not in ok.text
+
+    # The UI's way: the session cookie set at login.
+    client.cookies.set("_token", tokens["admin"])
+    assert client.get("/mirrorflow/api/flows").status_code == 200
+
+
+def test_airflow_api_server_serves_the_plugin_behind_its_auth(copied: dict[str, Any], tokens: dict[str, str]) -> None:
+    """Airflow's own app (plugins folder = ./plugins, set by the root conftest) mounts the dashboard."""
+    from airflow.api_fastapi.app import create_app
+    from fastapi.testclient import TestClient
+
+    client = TestClient(create_app())
+    assert client.get("/mirrorflow/api/flows").status_code == 401
+    assert client.get("/mirrorflow/").status_code == 200
+    client.cookies.set("_token", tokens["admin"])
+    ok = client.get("/mirrorflow/api/flows")
+    assert ok.status_code == 200 and {f["flow"] for f in ok.json()["flows"]} == {"A->B", "C->B"}
+
+
+def test_metrics_serve_exports_heartbeat_and_checkpoint_age(copied: dict[str, Any]) -> None:
+    from mirrorflow.cli.metrics_cmd import FlowCollector
+
+    flows = [load_config(copied["config"]).flow("A->B")]
+    samples = {(s.name, s.labels.get("source")): s.value for f in FlowCollector(flows).collect() for s in f.samples}
+    assert 0 <= samples[("mirrorflow_heartbeat_age_seconds", "A")] < 60
+    assert 0 <= samples[("mirrorflow_checkpoint_age_seconds", "A")] < 60
+
+
+@pytest.fixture
+def server(copied: dict[str, Any], tokens: dict[str, str]) -> Iterator[str]:
+    import uvicorn
+
+    port = free_port()
+    config = uvicorn.Config(airflow_like_app(), host="127.0.0.1", port=port, log_level="warning", lifespan="off")
+    srv = uvicorn.Server(config)
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 15
+    while not srv.started:
+        assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        srv.should_exit = True
+        thread.join(10)
+
+
+def test_browser_shows_real_lag(server: str, copied: dict[str, Any], tokens: dict[str, str], tmp_path: Path) -> None:
+    screenshot = DOCS_SCREENSHOT if os.environ.get("MIRRORFLOW_UPDATE_SCREENSHOT") else tmp_path / "dashboard.png"
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = "/usr/bin/chromium"
+    for flag in CHROMIUM_FLAGS:
+        options.add_argument(flag)
+    with tempfile.TemporaryDirectory(prefix="mirrorflow-chromium-") as profile:
+        options.add_argument(f"--user-data-dir={profile}")
+        driver = webdriver.Chrome(options=options, service=Service("/usr/bin/chromedriver"))
+        try:
+            driver.get(f"{server}/mirrorflow/")
+            wait = WebDriverWait(driver, 20)
+            wait.until(lambda d: "Not signed in" in d.find_element(By.ID, "status").text)
+            driver.add_cookie({"name": "_token", "value": tokens["admin"], "path": "/"})
+            driver.refresh()
+            wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "[data-flow='A->B'] table"))
+            card = driver.find_element(By.CSS_SELECTOR, "[data-flow='A->B']")
+            assert card.get_attribute("data-state") == "lagging"
+            rows = [r.text for r in card.find_elements(By.CSS_SELECTOR, "tr") if copied["topic"] in r.text]
+            assert any(r.startswith(f"{copied['topic']} 0 30 ") for r in rows), rows
+            assert any(r.startswith(f"{copied['topic']} 1 0 ") for r in rows), rows
+            assert "heartbeat age" in card.text and "checkpoint age" in card.text
+            unreachable = driver.find_element(By.CSS_SELECTOR, "[data-flow='C->B']")
+            assert unreachable.get_attribute("data-state") == "unreachable"
+            assert driver.find_elements(By.CSS_SELECTOR, "[data-flow='A->B'] svg rect")
+            driver.save_screenshot(str(screenshot))
+        finally:
+            driver.quit()
+    assert screenshot.stat().st_size > 10_000
