@@ -12,7 +12,7 @@ STAMP := $(VENV)/.mirrorflow-setup-$(shell cat requirements.txt requirements-dev
 PYSPARK_PIN := $(shell grep -E '^pyspark==' requirements.txt)
 PYTEST_ARGS ?=
 
-.PHONY: setup lint test test-unit test-integration test-faults demo clean kafka-jars bench-copy browser
+.PHONY: airflow setup lint test test-unit test-integration test-faults demo clean kafka-jars bench-copy browser
 
 setup: $(STAMP)
 
@@ -59,6 +59,10 @@ test-faults: setup
 # Mirrorflow's copy against a bare confluent-kafka loop on local clusters it starts (docs/benchmarks.md).
 bench-copy: setup
 	$(PY) benchmarks/bench_copy.py $(BENCH_ARGS)
+
+# The real `airflow standalone` over local clusters; the UI stays up until Ctrl-C (docs/airflow.md).
+airflow: setup
+	$(PY) -m mirrorflow.cli.airflow_local
 
 demo: setup
 	$(PY) -m mirrorflow.cli.demo

@@ -2,8 +2,9 @@
 
 Two real Kafka clusters start on loopback; an active/active pair of flows is configured from the file
 `mirrorflow local up` writes; records (keys, headers, tombstones, timestamps) and a consumer group's position are
-created on `primary`; then the same functions the DAGs run do the work: the control plane, the exactly-once copy
-on Spark `local[*]`, checkpoints and exact translation. The demo checks what it prints and stops the clusters.
+created on `primary`; then Airflow runs each flow's DAG with `dag.test()` (SQLite, no scheduler): the control
+plane, the exactly-once copy submitted to Spark `local[*]`, checkpoints and group sync. The demo prints a summary,
+checks the copy record for record and the exact translation of the group, and stops the clusters.
 """
 
 from __future__ import annotations
@@ -15,18 +16,18 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from mirrorflow.airflow.embedded import DagRunResult
 from mirrorflow.config.loader import load_config
 from mirrorflow.config.model import MirrorConfig
 from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.kafka.sample_data import consume_group, produce_orders, read_topic
 from mirrorflow.local.cluster import LocalClusters
-from mirrorflow.replication.flow_cycle import run_control_plane
 from mirrorflow.replication.remote_cluster_utils import translate_group
 
 DEMO_DIR = Path("var/demo")
 TOPIC = "orders"
 GROUP = "billing"
-console = Console(highlight=False)
+console = Console(highlight=False, width=120)
 
 
 def _demo_config(clusters: LocalClusters) -> Path:
@@ -39,6 +40,7 @@ def _demo_config(clusters: LocalClusters) -> Path:
         "backup->primary.enabled = true\n"
         "topics = orders.*\n"
         "mirrorflow.copy.mode = interval\n"
+        "mirrorflow.schedule = 10m\n"
         "sync.group.offsets.enabled = true\n"
         "emit.checkpoints.interval.seconds = 5\n"
     )
@@ -51,6 +53,25 @@ def _show_flows(config: MirrorConfig) -> None:
         table.add_column(column)
     for flow in config.flows:
         table.add_row(flow.name, ", ".join(flow.topics), flow.delivery, flow.copy_mode, flow.replication_policy_class)
+    console.print(table)
+
+
+def _show_runs(round_: int, runs: list[DagRunResult]) -> None:
+    table = Table(title=f"round {round_}: one dag.test() run of each flow DAG")
+    for column in ("flow DAG", "state", "tasks", "records copied", "checkpoints", "groups synced"):
+        table.add_column(column)
+    for run in runs:
+        copied = run.results.get("copy") or {}
+        checkpoints = (run.results.get("emit_checkpoints") or {}).get("last") or {}
+        groups = (run.results.get("sync_group_offsets") or {}).get("last") or {}
+        table.add_row(
+            run.dag_id.removeprefix("mirrorflow__").replace("__", "->"),
+            run.state,
+            f"{sum(s == 'success' for s in run.task_states.values())}/{len(run.task_states)} ok",
+            str(copied.get("records", "-")),
+            str(len(checkpoints.get("emitted") or [])),
+            ", ".join(g["group"] for g in groups.get("written") or [] if isinstance(g, dict)) or "-",
+        )
     console.print(table)
 
 
@@ -69,6 +90,28 @@ def _show_translation(config: MirrorConfig) -> None:
         raise MirrorflowError("demo check failed: the translated positions do not cover the 400 consumed records")
 
 
+def _dry_run_failover(config_path: Path, directory: Path) -> None:
+    """The runbook of DESIGN §4 in dry-run mode: every action and the data-loss bound, nothing changed."""
+    from mirrorflow.replication.failover.runbook import FailoverOptions, run_failover
+
+    options = FailoverOptions(
+        config=str(config_path),
+        primary="primary",
+        dr="backup",
+        groups=GROUP,
+        dry_run=True,
+        state_dir=str(directory / "failover"),
+    )
+    report = run_failover(options)
+    table = Table(title="dry-run failover primary -> backup (mirrorflow failover --dry-run)")
+    for column in ("step", "status"):
+        table.add_column(column)
+    for step in report.get("steps", []):
+        table.add_row(str(step.get("name")), str(step.get("status")))
+    console.print(table)
+    console.print(f"data-loss bound if failing over now: {report.get('data_loss_bound_records')}")
+
+
 def run_demo(directory: Path = DEMO_DIR) -> None:
     started = time.monotonic()
     console.rule("Mirrorflow demo")
@@ -77,30 +120,26 @@ def run_demo(directory: Path = DEMO_DIR) -> None:
     try:
         for alias in clusters.aliases:
             console.print(f"  {alias}: {clusters.bootstrap(alias)}")
-        config = load_config(_demo_config(clusters))
+        config_path = _demo_config(clusters)
+        config = load_config(config_path)
         _show_flows(config)
         written = produce_orders(clusters.bootstrap("primary"), TOPIC, count=1000, partitions=3)
         consume_group(clusters.bootstrap("primary"), TOPIC, GROUP, count=400)
         console.print(f"produced {written} records to '{TOPIC}' on primary; group '{GROUP}' consumed 400 of them")
 
-        from mirrorflow.spark.copy_job import CopyStep
+        # Airflow reads its settings at import: its home is prepared before anything imports it.
+        from mirrorflow.airflow.embedded import prepare_home, run_flow_dags
 
-        step = CopyStep("local[*]")
-        try:
-            for round_ in (1, 2):
-                for flow in config.flows:
-                    report = run_control_plane(flow, copy=step)
-                    created = [t.name for t in report.topics.created] if report.topics else []
-                    copied = report.copy or {}
-                    console.print(
-                        f"round {round_} {flow.name}: created {created or 'nothing'}, copied {copied.get('records')} "
-                        f"records in {copied.get('transactions')} transactions, "
-                        f"{copied.get('checkpoints_emitted')} checkpoints, groups synced: "
-                        f"{', '.join(copied.get('groups_synced') or []) or 'none'}"
-                    )
-        finally:
-            step.close()
+        prepare_home(directory / "airflow", config_path)
+        console.print("running the flow DAGs with Airflow's dag.test() (copy on spark-submit local[*])...")
+        for round_ in (1, 2):
+            runs = run_flow_dags()
+            _show_runs(round_, runs)
+            failed = [r.dag_id for r in runs if r.state != "success"]
+            if failed:
+                raise MirrorflowError(f"demo check failed: DAG run(s) {', '.join(failed)} did not succeed")
         _show_translation(config)
+        _dry_run_failover(config_path, directory)
         source = read_topic(clusters.bootstrap("primary"), TOPIC)
         remote = read_topic(clusters.bootstrap("backup"), f"primary.{TOPIC}")
         if source != remote:

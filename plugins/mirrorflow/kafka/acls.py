@@ -76,6 +76,33 @@ def create_acls(admin: AdminClient, cluster: str, bindings: Sequence[AclBinding]
             raise KafkaOperationError(cluster, f"creating ACL on '{binding.name}'", err) from err
 
 
+def delete_acls(admin: AdminClient, cluster: str, bindings: Sequence[AclBinding], timeout_s: float) -> int:
+    """Delete exactly these bindings (each used as a filter that matches only itself); returns how many went."""
+    if not bindings:
+        return 0
+    filters = [
+        AclBindingFilter(
+            ResourceType[b.resource_type],
+            b.resource_name,
+            ResourcePatternType[b.pattern_type],
+            b.principal,
+            b.host,
+            AclOperation[b.operation],
+            AclPermissionType[b.permission_type],
+        )
+        for b in bindings
+    ]
+    deleted = 0
+    for binding, future in admin.delete_acls(filters, request_timeout=timeout_s).items():
+        try:
+            deleted += len(future.result())
+        except KafkaException as err:
+            if error_code(err) == KafkaError.SECURITY_DISABLED:
+                raise SecurityDisabled(cluster) from err
+            raise KafkaOperationError(cluster, f"deleting ACL on '{binding.name}'", err) from err
+    return deleted
+
+
 def _from_kafka(b: _KafkaAclBinding) -> AclBinding:
     return AclBinding(
         resource_type=b.restype.name,

@@ -1,0 +1,147 @@
+"""`mirrorflow failover|failback CONFIG --primary A --dr B [options]`: the runbook of DESIGN §4 from the shell.
+
+Exit codes: 0 done (or dry run planned), 1 a step refused or failed (the reason is printed; a re-run resumes at
+that step), 2 bad input (nothing done). `--json` prints the report on stdout in every case where one exists.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from mirrorflow.cli.plan_cmd import VerboseOption, setup_logging
+from mirrorflow.core.errors import UsageError
+from mirrorflow.replication.failover.report import render_markdown
+from mirrorflow.replication.failover.runbook import FailoverFailed, FailoverOptions, run_failover
+
+
+def register(app: typer.Typer) -> None:
+    app.command("failover", help="Move consumer groups and clients from --primary to --dr (resumable).")(failover)
+
+
+def register_failback(app: typer.Typer) -> None:
+    app.command("failback", help="Bring them home: the same runbook on the reverse flow DR->primary.")(failback)
+
+
+Primary = Annotated[str, typer.Option("--primary", help="Alias of the primary cluster.")]
+Dr = Annotated[str, typer.Option("--dr", help="Alias of the DR cluster.")]
+Groups = Annotated[
+    str | None, typer.Option("--groups", help="Groups to move (full-match regex; default: the flow's groups).")
+]
+ModeOpt = Annotated[str, typer.Option("--mode", help="planned (fence, drain to zero) or unplanned (RPO ledger).")]
+Fence = Annotated[str, typer.Option("--fence", help="none, acl (deny WRITE to --fence-principals) or command.")]
+Principals = Annotated[
+    str | None, typer.Option("--fence-principals", help="Comma-separated principals, e.g. User:app1,User:app2.")
+]
+FenceCommand = Annotated[str | None, typer.Option("--fence-command", help="Shell command that stops the producers.")]
+FenceSeconds = Annotated[
+    float, typer.Option("--fence-verify-seconds", help="How long end offsets must stand still to prove the fence.")
+]
+Redirect = Annotated[str, typer.Option("--redirect", help="none, topic, file, command or webhook.")]
+RedirectTarget = Annotated[
+    str | None, typer.Option("--redirect-target", help="The file, command or URL of the redirect method.")
+]
+DryRun = Annotated[bool, typer.Option("--dry-run", help="Print every action and the data-loss bound; change nothing.")]
+AsJson = Annotated[bool, typer.Option("--json", help="Print the report as JSON.")]
+MaxLagRecords = Annotated[
+    int | None, typer.Option("--max-lag-records", help="Planned: refuse above this replication lag (records).")
+]
+MaxLagSeconds = Annotated[
+    float | None, typer.Option("--max-lag-seconds", help="Planned: refuse above this replication lag (seconds).")
+]
+StateDir = Annotated[
+    Path | None, typer.Option("--state-dir", help="Where state and reports live (default var/failover/...).")
+]
+Restart = Annotated[bool, typer.Option("--restart", help="Discard a previous run's state and start over.")]
+Config = Annotated[Path, typer.Argument(help="The mm2.properties file.", show_default=False)]
+
+
+def failover(
+    config: Config,
+    primary: Primary,
+    dr: Dr,
+    groups: Groups = None,
+    mode: ModeOpt = "planned",
+    fence: Fence = "none",
+    fence_principals: Principals = None,
+    fence_command: FenceCommand = None,
+    fence_verify_seconds: FenceSeconds = 5.0,
+    redirect: Redirect = "none",
+    redirect_target: RedirectTarget = None,
+    dry_run: DryRun = False,
+    as_json: AsJson = False,
+    max_lag_records: MaxLagRecords = None,
+    max_lag_seconds: MaxLagSeconds = None,
+    state_dir: StateDir = None,
+    restart: Restart = False,
+    verbose: VerboseOption = False,
+) -> None:
+    _run("failover", **locals())
+
+
+def failback(
+    config: Config,
+    primary: Primary,
+    dr: Dr,
+    groups: Groups = None,
+    mode: ModeOpt = "planned",
+    fence: Fence = "none",
+    fence_principals: Principals = None,
+    fence_command: FenceCommand = None,
+    fence_verify_seconds: FenceSeconds = 5.0,
+    redirect: Redirect = "none",
+    redirect_target: RedirectTarget = None,
+    dry_run: DryRun = False,
+    as_json: AsJson = False,
+    max_lag_records: MaxLagRecords = None,
+    max_lag_seconds: MaxLagSeconds = None,
+    state_dir: StateDir = None,
+    restart: Restart = False,
+    verbose: VerboseOption = False,
+) -> None:
+    _run("failback", **locals())
+
+
+def _run(direction: str, **args: Any) -> None:
+    setup_logging(args["verbose"])
+    if args["mode"] not in ("planned", "unplanned"):
+        raise UsageError(f"--mode {args['mode']}: use planned or unplanned")
+    principals = tuple(p.strip() for p in (args["fence_principals"] or "").split(",") if p.strip())
+    options = FailoverOptions(
+        config=str(args["config"]),
+        primary=args["primary"],
+        dr=args["dr"],
+        direction="failover" if direction == "failover" else "failback",
+        groups=args["groups"],
+        mode=args["mode"],
+        fence=args["fence"],
+        fence_principals=principals,
+        fence_command=args["fence_command"],
+        fence_verify_seconds=args["fence_verify_seconds"],
+        redirect=args["redirect"],
+        redirect_target=args["redirect_target"],
+        dry_run=args["dry_run"],
+        max_lag_records=args["max_lag_records"],
+        max_lag_seconds=args["max_lag_seconds"],
+        state_dir=str(args["state_dir"]) if args["state_dir"] else None,
+        restart=args["restart"],
+    )
+    as_json = args["as_json"]
+
+    def progress(name: str, status: str, result: dict[str, Any]) -> None:
+        if not as_json:
+            typer.echo(f"{name}: {status}" + (f" — {result['reason']}" if "reason" in result else ""), err=True)
+
+    try:
+        report = run_failover(options, on_step=progress)
+    except FailoverFailed as err:
+        if as_json:
+            typer.echo(json.dumps(err.report, indent=2, sort_keys=True))
+        raise
+    if as_json:
+        typer.echo(json.dumps(report, indent=2, sort_keys=True))
+    else:
+        typer.echo(render_markdown(report))

@@ -1,0 +1,188 @@
+"""The evidence a failover leaves: JSON (the `failover --json` contract, DESIGN §6) and Markdown, from the state.
+
+Per group and partition: the translated offset, the group's lag (records it had not read at the cutover) and
+the records at risk (records it had not read that are not on the target). Per partition: the fenced source end,
+what the copy reached, records at risk. Step statuses and timings; RTO = the time of the steps up to and
+including the redirect (clients can resume once it is done), summed over resumed runs.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from mirrorflow.core.errors import MirrorflowError
+from mirrorflow.kafka.offsets import list_offsets
+from mirrorflow.replication.failover.runbook import Context
+from mirrorflow.replication.failover.state import DONE, PLANNED, SKIPPED
+
+RTO_STEPS = (
+    "preflight",
+    "fence",
+    "verify_fence",
+    "drain",
+    "pause_flow",
+    "final_checkpoint",
+    "commit_offsets",
+    "redirect",
+)
+REPORT_JSON = "report.json"
+REPORT_MD = "report.md"
+
+
+def build_report(ctx: Context) -> dict[str, Any]:
+    state, opts = ctx.state, ctx.options
+    steps = [
+        {
+            "name": s.name,
+            "status": s.status,
+            "started_ms": s.started_ms,
+            "duration_ms": s.duration_ms,
+            "attempts": s.attempts,
+            "error": s.error,
+            "detail": s.result,
+        }
+        for s in state.steps.values()
+    ]
+    fence_result = state.result("fence")
+    verified = "verify_fence" in state.steps and state.step("verify_fence").status == DONE
+    fenced = bool(fence_result.get("fenced")) and verified
+    would_fence = opts.dry_run and opts.mode == "planned" and opts.fence != "none"
+    drain = state.result("drain")
+    partitions: list[dict[str, Any]] = list(drain.get("partitions", []))
+    after_cutover = (
+        _writes_after_cutover(ctx, partitions) if not fenced and opts.mode == "planned" and not opts.dry_run else {}
+    )
+    for p in partitions:
+        extra = after_cutover.get((p["topic"], p["partition"]))
+        if extra:
+            p["written_after_cutover"] = extra
+    at_risk = {(p["topic"], p["partition"]): p for p in partitions}
+    commit = state.result("commit_offsets")
+    groups = []
+    for row in commit.get("offsets", []):
+        part = at_risk.get((row["topic"], row["partition"]), {})
+        end, copied = part.get("source_end"), part.get("copied_to")
+        lag = None if end is None else max(0, end - row["upstream_offset"])
+        risk: int | str | None
+        if isinstance(part.get("records_at_risk"), str) or (end is None and opts.mode == "unplanned"):
+            risk = "unknown"
+        elif end is None or copied is None:
+            risk = None
+        else:
+            risk = max(0, end - max(copied, row["upstream_offset"]))
+        groups.append({**{k: v for k, v in row.items() if k != "metadata"}, "lag": lag, "records_at_risk": risk})
+    rto_ms = sum(
+        s.duration_ms for s in state.steps.values() if s.name in RTO_STEPS and s.status in (DONE, SKIPPED, PLANNED)
+    )
+    totals = [p.get("records_at_risk") for p in partitions]
+    bound: int | str | None
+    if opts.mode == "planned":
+        bound = (
+            0
+            if fenced or would_fence
+            else "unbounded: the primary was not fenced; writes after the cutover are not on the target"
+        )
+    else:
+        bound = (
+            "unknown" if any(isinstance(t, str) for t in totals) or not partitions else sum(int(t or 0) for t in totals)
+        )
+    if opts.mode == "unplanned" and opts.dry_run:
+        lag = state.result("preflight").get("lag", {})
+        bound = sum(v["records"] for v in lag.values()) if lag else bound
+    return {
+        "kind": opts.direction,
+        "primary": opts.primary,
+        "dr": opts.dr,
+        "from": ctx.flow.source,
+        "to": ctx.flow.target,
+        "flow": ctx.flow.name,
+        "mode": opts.mode,
+        "dry_run": opts.dry_run,
+        "completed": state.completed() and not opts.dry_run,
+        "fence": {"method": opts.fence, "status": "fenced" if fenced else "would fence" if would_fence else "unfenced"},
+        "redirect": {"method": opts.redirect, **state.result("redirect")},
+        "data_loss_bound_records": bound,
+        "rto_seconds": round(rto_ms / 1000, 3),
+        "steps": steps,
+        "groups": groups,
+        "partitions": partitions,
+        "state_dir": str(ctx.state_dir),
+        "generated_ms": time.time_ns() // 1_000_000,
+    }
+
+
+def _writes_after_cutover(ctx: Context, partitions: list[dict[str, Any]]) -> dict[tuple[str, int], int]:
+    """Unfenced planned failover: records the old primary accepted after the drain snapshot (not on the target)."""
+    if not partitions:
+        return {}
+    wanted = [(p["topic"], p["partition"]) for p in partitions]
+    try:
+        now = list_offsets(
+            ctx.clients.source_admin,
+            ctx.flow.source,
+            wanted,
+            latest=True,
+            read_committed=ctx.flow.delivery == "exactly-once",
+            timeout_s=ctx.timeout_s,
+        )
+    except MirrorflowError:
+        return {}
+    return {
+        (p["topic"], p["partition"]): now[(p["topic"], p["partition"])] - p["source_end"]
+        for p in partitions
+        if now.get((p["topic"], p["partition"]), 0) > p["source_end"]
+    }
+
+
+def write_report(ctx: Context, report: dict[str, Any]) -> None:
+    ctx.state_dir.mkdir(parents=True, exist_ok=True)
+    (ctx.state_dir / REPORT_JSON).write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
+    (ctx.state_dir / REPORT_MD).write_text(render_markdown(report))
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    title = f"# {report['kind'].capitalize()} {report['from']} -> {report['to']} ({report['mode']}"
+    title += ", dry run)" if report["dry_run"] else ")"
+    lines = [
+        title,
+        "",
+        f"- flow: `{report['flow']}`; completed: {'yes' if report['completed'] else 'no'}",
+        f"- fence: {report['fence']['method']} — **{report['fence']['status']}**",
+        f"- redirect: {report['redirect'].get('method', 'none')}",
+        f"- data-loss bound (records): {report['data_loss_bound_records']}",
+        f"- RTO: {report['rto_seconds']} s",
+        "",
+        "## Steps",
+        "",
+        "| step | status | seconds | attempts | note |",
+        "|---|---|---:|---:|---|",
+    ]
+    for s in report["steps"]:
+        note = s["error"] or s["detail"].get("reason") or s["detail"].get("note") or ""
+        lines.append(f"| {s['name']} | {s['status']} | {s['duration_ms'] / 1000:.3f} | {s['attempts']} | {note} |")
+    lines += [
+        "",
+        "## Groups",
+        "",
+        "| group | remote topic | partition | upstream | translated | status | lag | at risk |",
+        "|---|---|---:|---:|---:|---|---:|---:|",
+    ]
+    for g in report["groups"]:
+        lines.append(
+            f"| {g['group']} | {g['remote_topic']} | {g['partition']} | {g['upstream_offset']} "
+            f"| {g['translated_offset']} | {g['status']} | {g['lag']} | {g['records_at_risk']} |"
+        )
+    lines += [
+        "",
+        "## Partitions",
+        "",
+        "| topic | partition | source end | copied to | at risk |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for p in report["partitions"]:
+        lines.append(
+            f"| {p['topic']} | {p['partition']} | {p['source_end']} | {p['copied_to']} | {p['records_at_risk']} |"
+        )
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,265 @@
+"""The failover state machine (DESIGN §4): the same steps for `mirrorflow failover|failback` and the Airflow DAG.
+
+Every step is idempotent and recorded in the state file after it ends; a re-run skips the steps already done
+and starts at the first one that is not (the failed one, or the one a killed run was in). A dry run performs
+every read, records nothing, and says for each step what it would do.
+
+Failover moves clients from `primary` to `dr` through the flow primary->dr. Failback is the same machine on the
+reverse flow dr->primary (which must be enabled and must have copied the DR side's data back): clients move
+from `dr` to `primary`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from mirrorflow.config.loader import load_config
+from mirrorflow.config.model import Flow, MirrorConfig
+from mirrorflow.core.errors import MirrorflowError, UsageError
+from mirrorflow.core.patterns import PatternError, compile_patterns
+from mirrorflow.replication.failover.state import (
+    DONE,
+    FAILED,
+    PENDING,
+    PLANNED,
+    SKIPPED,
+    RunState,
+    StateStore,
+    StepState,
+    default_state_dir,
+)
+from mirrorflow.replication.flow_clients import FlowClients
+
+Direction = Literal["failover", "failback"]
+Mode = Literal["planned", "unplanned"]
+FENCES = ("none", "acl", "command")
+REDIRECTS = ("none", "topic", "file", "command", "webhook")
+
+
+@dataclass(frozen=True)
+class FailoverOptions:
+    """What the operator asked for (CLI options, DAG params); validated by `validate`."""
+
+    config: str
+    primary: str
+    dr: str
+    direction: Direction = "failover"
+    groups: str | None = None
+    mode: Mode = "planned"
+    fence: str = "none"
+    fence_principals: tuple[str, ...] = ()
+    fence_command: str | None = None
+    fence_verify_seconds: float = 5.0
+    redirect: str = "none"
+    redirect_target: str | None = None
+    dry_run: bool = False
+    max_lag_records: int | None = None
+    max_lag_seconds: float | None = None
+    state_dir: str | None = None
+    restart: bool = False
+    clusters: tuple[str, ...] = ()
+
+    @property
+    def source(self) -> str:
+        """The cluster the clients leave."""
+        return self.primary if self.direction == "failover" else self.dr
+
+    @property
+    def target(self) -> str:
+        """The cluster the clients move to."""
+        return self.dr if self.direction == "failover" else self.primary
+
+    def state_path(self) -> Path:
+        return Path(self.state_dir) if self.state_dir else default_state_dir(self.direction, self.primary, self.dr)
+
+    def key(self) -> dict[str, Any]:
+        return {
+            "direction": self.direction,
+            "primary": self.primary,
+            "dr": self.dr,
+            "mode": self.mode,
+            "groups": self.groups,
+            "fence": self.fence,
+            "redirect": self.redirect,
+        }
+
+    def validate(self) -> None:
+        if self.primary == self.dr:
+            raise UsageError(f"--primary and --dr are both '{self.primary}': name two different cluster aliases")
+        if self.mode not in ("planned", "unplanned"):
+            raise UsageError(f"--mode {self.mode}: use planned or unplanned")
+        if self.fence not in FENCES:
+            raise UsageError(f"--fence {self.fence}: use one of {', '.join(FENCES)}")
+        if self.redirect not in REDIRECTS:
+            raise UsageError(f"--redirect {self.redirect}: use one of {', '.join(REDIRECTS)}")
+        if self.fence == "acl" and not self.fence_principals:
+            raise UsageError("--fence acl needs --fence-principals User:name,... (the producers to deny WRITE)")
+        if self.fence == "acl" and any(":" not in p for p in self.fence_principals):
+            raise UsageError(f"--fence-principals {','.join(self.fence_principals)}: write each as Type:name")
+        if self.fence == "command" and not self.fence_command:
+            raise UsageError("--fence command needs --fence-command CMD")
+        if self.redirect in ("file", "command", "webhook") and not self.redirect_target:
+            what = {"file": "a file path", "command": "a shell command", "webhook": "an http(s) URL"}[self.redirect]
+            raise UsageError(f"--redirect {self.redirect} needs --redirect-target ({what})")
+        if self.redirect == "webhook" and not str(self.redirect_target).startswith(("http://", "https://")):
+            raise UsageError(f"--redirect-target {self.redirect_target}: a webhook needs an http(s) URL")
+        if self.max_lag_records is not None and self.max_lag_records < 0:
+            raise UsageError(f"--max-lag-records {self.max_lag_records}: give 0 or more")
+        if self.max_lag_seconds is not None and self.max_lag_seconds < 0:
+            raise UsageError(f"--max-lag-seconds {self.max_lag_seconds:g}: give 0 or more")
+        if self.fence_verify_seconds < 0:
+            raise UsageError(f"--fence-verify-seconds {self.fence_verify_seconds:g}: give 0 or more")
+        if self.groups is not None:
+            try:
+                compile_patterns([self.groups], key="--groups")
+            except PatternError as err:
+                raise UsageError(str(err)) from err
+
+
+@dataclass
+class Outcome:
+    status: str
+    result: dict[str, Any] = field(default_factory=dict)
+
+
+def done(**result: Any) -> Outcome:
+    return Outcome(DONE, result)
+
+
+def skipped(reason: str, **result: Any) -> Outcome:
+    return Outcome(SKIPPED, {"reason": reason, **result})
+
+
+class Refused(MirrorflowError):
+    """A step that will not go on (preflight gate, active groups, fence not holding); exit code 1."""
+
+
+@dataclass
+class Context:
+    """What every step gets: the options, the loaded config, the flow clients move along, and the state."""
+
+    options: FailoverOptions
+    config: MirrorConfig
+    flow: Flow
+    state: RunState
+    clients: FlowClients
+    state_dir: Path
+
+    @property
+    def dry_run(self) -> bool:
+        return self.options.dry_run
+
+    @property
+    def timeout_s(self) -> float:
+        return self.flow.admin_timeout_ms / 1000
+
+
+Step = tuple[str, Callable[[Context], Outcome]]
+
+
+class FailoverFailed(MirrorflowError):
+    """A step failed or refused; `report` is the report as far as the run got (also saved beside the state)."""
+
+    def __init__(self, message: str, report: dict[str, Any], exit_code: int = 1) -> None:
+        super().__init__(message, exit_code=exit_code)
+        self.report = report
+
+
+def resolve_flow(config: MirrorConfig, options: FailoverOptions) -> Flow:
+    for alias in (options.primary, options.dr):
+        if alias not in config.clusters:
+            known = ", ".join(sorted(config.clusters))
+            raise UsageError(f"{config.path}: unknown cluster alias '{alias}' (clusters: {known})")
+    name = f"{options.source}->{options.target}"
+    for flow in config.flows:
+        if flow.name == name:
+            return flow
+    if options.direction == "failback":
+        raise UsageError(
+            f"{config.path}: failback needs the reverse flow {name} enabled (`{name}.enabled = true`) and run until "
+            f"it has copied {options.dr}'s data back to {options.primary}; see docs/failover.md"
+        )
+    raise UsageError(
+        f"{config.path}: failover needs the flow {name} (`{name}.enabled = true`): nothing replicates there"
+    )
+
+
+def run_failover(
+    options: FailoverOptions,
+    *,
+    steps: Sequence[Step] | None = None,
+    on_step: Callable[[str, str, dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Run (or resume, or dry-run) the runbook; returns the report. Raises `FailoverFailed` on a failed step,
+    `UsageError` for bad input (nothing done)."""
+    from mirrorflow.replication.failover.report import build_report, write_report
+    from mirrorflow.replication.failover.steps import STEPS
+
+    options.validate()
+    config = load_config(options.config, clusters=list(options.clusters) or None, require_flows=False)
+    flow = resolve_flow(config, options)
+    chosen = list(steps if steps is not None else STEPS)
+    names = [name for name, _ in chosen]
+    store = StateStore(options.state_path())
+    if options.dry_run:
+        stored = None if options.restart else store.load()
+        state = stored if stored is not None and stored.key == options.key() else None
+        state = state or RunState(key=options.key(), steps={})
+        for name in names:
+            state.steps.setdefault(name, StepState(name))
+        return _drive(options, config, flow, state, chosen, store, on_step, build_report, write_report)
+    with store.locked():
+        state = store.open(options.key(), names, restart=options.restart)
+        return _drive(options, config, flow, state, chosen, store, on_step, build_report, write_report)
+
+
+def _drive(
+    options: FailoverOptions,
+    config: MirrorConfig,
+    flow: Flow,
+    state: RunState,
+    steps: list[Step],
+    store: StateStore,
+    on_step: Callable[[str, str, dict[str, Any]], None] | None,
+    build_report: Callable[[Context], dict[str, Any]],
+    write_report: Callable[[Context, dict[str, Any]], None],
+) -> dict[str, Any]:
+    with FlowClients(flow) as clients:
+        ctx = Context(options, config, flow, state, clients, options.state_path())
+        for name, run in steps:
+            step = state.step(name)
+            if step.status in (DONE, SKIPPED):
+                continue
+            step.status = PENDING
+            step.started_ms = time.time_ns() // 1_000_000
+            step.attempts += 0 if options.dry_run else 1
+            started = time.monotonic()
+            try:
+                outcome = run(ctx)
+            except MirrorflowError as err:
+                step.duration_ms = int((time.monotonic() - started) * 1000)
+                step.status, step.error = FAILED, str(err)
+                if not options.dry_run:
+                    store.save(state)
+                report = build_report(ctx)
+                if not options.dry_run:
+                    write_report(ctx, report)
+                if on_step is not None:
+                    on_step(name, FAILED, {"error": str(err)})
+                what = "refused" if isinstance(err, Refused) else "failed"
+                raise FailoverFailed(f"{options.direction} step '{name}' {what}: {err}", report, err.exit_code) from err
+            step.duration_ms = int((time.monotonic() - started) * 1000)
+            step.status = PLANNED if options.dry_run and outcome.status == DONE else outcome.status
+            step.result, step.error = outcome.result, None
+            if not options.dry_run:
+                store.save(state)
+            if on_step is not None:
+                on_step(name, step.status, outcome.result)
+        report = build_report(ctx)
+        if not options.dry_run:
+            write_report(ctx, report)
+        return report

@@ -1,0 +1,296 @@
+"""The failover runbook on real clusters A and B: a planned failover with an ACL fence that drains the rest,
+commits exact offsets on B (a consumer there resumes with 0 re-reads and 0 skips), resumes after an injected
+failure; a dry run that changes nothing; a fence that does not hold is rolled back."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from mirrorflow.config.model import MirrorConfig
+from mirrorflow.core.acl_rules import AclBinding
+from mirrorflow.core.bootstrap_redirect import BOOTSTRAP_TOPIC, decode_redirect, resolve
+from mirrorflow.core.errors import MirrorflowError
+from mirrorflow.kafka.acls import delete_acls, describe_topic_acls
+from mirrorflow.kafka.compacted_log import read_to_end
+from mirrorflow.kafka.groups import committed_offsets
+from mirrorflow.replication.copy_plan import SourcePartitions, plan_copy
+from mirrorflow.replication.copy_range import copy_range
+from mirrorflow.replication.failover.runbook import FailoverFailed, FailoverOptions, Outcome, run_failover
+from mirrorflow.replication.failover.state import StateStore, paused_flows
+from mirrorflow.replication.failover.steps import STEPS
+from mirrorflow.replication.flow_cycle import TOPICS, run_control_plane
+
+pytestmark = pytest.mark.integration
+
+Record = tuple[bytes | None, bytes | None]
+
+
+def _read_from(consumer: Consumer, topic: str, partition: int, offset: int) -> list[Record]:
+    consumer.assign([TopicPartition(topic, partition, offset)])
+    out: list[Record] = []
+    while True:
+        m = consumer.poll(10)
+        assert m is not None, f"timed out reading {topic}-{partition}"
+        err = m.error()
+        if err is not None:
+            assert err.code() == KafkaError._PARTITION_EOF, err
+            consumer.unassign()
+            return out
+        out.append((m.key(), m.value()))
+
+
+def _produce(producer: Producer, topic: str, start: int, count: int) -> None:
+    for i in range(start, start + count):
+        producer.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode(), partition=i % 2)
+    assert producer.flush(30) == 0
+
+
+def _commit(admin: AdminClient, group: str, offsets: dict[tuple[str, int], int]) -> None:
+    partitions = [TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())]
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, partitions)])[group].result()
+            return
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def _setup(
+    write_config: Callable[..., MirrorConfig],
+    kafka_admin: Callable[..., AdminClient],
+    kafka_producer: Callable[..., Producer],
+    unique_topic: Callable[..., str],
+) -> tuple[MirrorConfig, str, str]:
+    """A 2-partition topic with 40 records on A; 30 copied to B; one group of A part-way through."""
+    topic = unique_topic("fo")
+    prefix = f"fo-{uuid.uuid4().hex[:8]}-"
+    kafka_admin("A").create_topics([NewTopic(topic, 2, 1)])[topic].result()
+    config = write_config(f"A->B.enabled = true\nA->B.topics = {topic}\nA->B.groups = {prefix}.*\n")
+    flow = config.flow("A->B")
+    producer = kafka_producer("A")
+    _produce(producer, topic, 0, 30)
+    run_control_plane(flow, steps={TOPICS})
+    tasks = plan_copy(flow, [SourcePartitions(topic, f"A.{topic}", 2)], interval=True)
+    assert sum(copy_range(t).records for t in tasks) == 30
+    _produce(producer, topic, 30, 10)  # not copied yet: the drain must copy them
+    _commit(kafka_admin("A"), prefix + "g1", {(topic, 0): 4, (topic, 1): 18})
+    _commit(kafka_admin("A"), prefix + "g2", {(topic, 0): 17})  # past the copy (15) before the drain
+    return config, topic, prefix
+
+
+def test_planned_failover_with_acl_fence_resumes_and_consumers_resume_exactly(
+    tmp_path: Path,
+    write_config: Callable[..., MirrorConfig],
+    kafka_admin: Callable[..., AdminClient],
+    kafka_producer: Callable[..., Producer],
+    kafka_consumer: Callable[..., Consumer],
+    unique_topic: Callable[..., str],
+) -> None:
+    config, topic, prefix = _setup(write_config, kafka_admin, kafka_producer, unique_topic)
+    principal = f"User:fo-{uuid.uuid4().hex[:6]}"
+    options = FailoverOptions(
+        config=config.path,
+        primary="A",
+        dr="B",
+        groups=f"{prefix}.*",
+        fence="acl",
+        fence_principals=(principal,),
+        fence_verify_seconds=1.0,
+        redirect="topic",
+        state_dir=str(tmp_path / "state"),
+        max_lag_records=1000,
+    )
+    # A failure injected at the commit step: every earlier step is recorded as done.
+    calls: list[str] = []
+
+    def broken(ctx: Any) -> Outcome:
+        calls.append("commit")
+        raise MirrorflowError("injected failure")
+
+    steps = [(name, broken if name == "commit_offsets" else run) for name, run in STEPS]
+    with pytest.raises(FailoverFailed) as failed:
+        run_failover(options, steps=steps)
+    assert "commit_offsets" in str(failed.value) and "injected failure" in str(failed.value)
+    state = StateStore(tmp_path / "state").load()
+    assert state is not None
+    statuses = {s.name: s.status for s in state.steps.values()}
+    assert statuses["drain"] == "done" and statuses["commit_offsets"] == "failed"
+    assert state.step("drain").result["copied_records"] == 10
+
+    report = run_failover(options)  # resumes at the failed step
+    state = StateStore(tmp_path / "state").load()
+    assert state is not None and state.completed()
+    assert state.step("preflight").attempts == 1 and state.step("drain").attempts == 1
+    assert state.step("commit_offsets").attempts == 2
+    assert report["completed"] and report["fence"] == {"method": "acl", "status": "fenced"}
+    assert report["data_loss_bound_records"] == 0 and report["rto_seconds"] > 0
+    assert {"kind", "mode", "steps", "groups", "partitions", "redirect", "dry_run"} <= set(report)
+    assert [s["name"] for s in report["steps"]] == [name for name, _ in STEPS]
+    assert all(p["records_at_risk"] == 0 and p["copied_to"] == p["source_end"] for p in report["partitions"])
+
+    # The fence is in place (and is ours to lift); the flow is marked paused.
+    acls = describe_topic_acls(kafka_admin("A"), "A", 10)
+    ours = [b for b in acls if b.principal == principal]
+    assert {(b.resource_name, b.operation, b.permission_type) for b in ours} == {(topic, "WRITE", "DENY")}
+    assert delete_acls(kafka_admin("A"), "A", ours, 10) == 1
+    assert paused_flows(tmp_path)["A->B"].exists()
+
+    # Offsets on B: committed, and a consumer there reads exactly what the group had not read on A.
+    remote = f"A.{topic}"
+    source_reader = kafka_consumer("A", {"fetch.wait.max.ms": 10})
+    target_reader = kafka_consumer("B", {"fetch.wait.max.ms": 10})
+    rows = {(g["group"], g["partition"]): g for g in report["groups"]}
+    expected = {(prefix + "g1", 0): 4, (prefix + "g1", 1): 18, (prefix + "g2", 0): 17}
+    assert {k: v["upstream_offset"] for k, v in rows.items()} == expected
+    for (group, partition), upstream in expected.items():
+        on_b = committed_offsets(kafka_admin("B"), "B", group, 10)[(remote, partition)].offset
+        assert on_b == rows[(group, partition)]["translated_offset"]
+        unread = _read_from(source_reader, topic, partition, upstream)
+        resumed = _read_from(target_reader, remote, partition, on_b)
+        assert resumed == unread and resumed, f"{group} {remote}-{partition}: 0 duplicates, 0 gaps"
+        assert rows[(group, partition)]["lag"] == len(unread) and rows[(group, partition)]["records_at_risk"] == 0
+
+    # The redirect record, as a client reads it.
+    records = read_to_end("B", {"bootstrap.servers": config.clusters["B"].bootstrap_servers or ""}, BOOTSTRAP_TOPIC)
+    found = resolve([decode_redirect(k, v) for _p, _o, k, v, _ts in records], prefix + "g1")
+    assert (
+        found is not None and found.cluster == "B" and found.bootstrap_servers == config.clusters["B"].bootstrap_servers
+    )
+
+    # Done is done: a third run changes nothing and reports the same offsets.
+    again = run_failover(options)
+    assert again["groups"] == report["groups"] and calls == ["commit"]
+    assert (tmp_path / "state" / "report.md").read_text().startswith("# Failover A -> B (planned)")
+
+
+def _snapshot(kafka_admin: Callable[..., AdminClient], group: str, topic: str) -> dict[str, Any]:
+    admin_a, admin_b = kafka_admin("A"), kafka_admin("B")
+    return {
+        "acls": sorted(map(repr, describe_topic_acls(admin_a, "A", 10))),
+        "topics_a": sorted(admin_a.list_topics(timeout=10).topics),
+        "topics_b": sorted(admin_b.list_topics(timeout=10).topics),
+        "group_b": committed_offsets(admin_b, "B", group, 10),
+    }
+
+
+def test_dry_run_changes_nothing(
+    tmp_path: Path,
+    write_config: Callable[..., MirrorConfig],
+    kafka_admin: Callable[..., AdminClient],
+    kafka_producer: Callable[..., Producer],
+    kafka_consumer: Callable[..., Consumer],
+    unique_topic: Callable[..., str],
+) -> None:
+    config, topic, prefix = _setup(write_config, kafka_admin, kafka_producer, unique_topic)
+    reader = kafka_consumer("B", {"fetch.wait.max.ms": 10})
+    before = _snapshot(kafka_admin, prefix + "g1", topic)
+    copied_before = [len(_read_from(reader, f"A.{topic}", p, 0)) for p in range(2)]
+    options = FailoverOptions(
+        config=config.path,
+        primary="A",
+        dr="B",
+        groups=f"{prefix}.*",
+        fence="acl",
+        fence_principals=("User:dry",),
+        redirect="file",
+        redirect_target=str(tmp_path / "redirect.json"),
+        state_dir=str(tmp_path / "state"),
+        dry_run=True,
+    )
+    report = run_failover(options)
+    assert report["dry_run"] and not report["completed"]
+    assert {s["status"] for s in report["steps"]} <= {"planned", "skipped"}
+    steps = {s["name"]: s["detail"] for s in report["steps"]}
+    assert [b["resource_name"] for b in steps["fence"]["would_create"]] == [topic]
+    assert sum(steps["drain"]["would_copy"].values()) == 10
+    assert {(r["group"], r["partition"]) for r in steps["commit_offsets"]["offsets"]} == {
+        (prefix + "g1", 0),
+        (prefix + "g1", 1),
+        (prefix + "g2", 0),
+    }
+    assert report["data_loss_bound_records"] == 0 and report["fence"]["status"] == "would fence"
+    assert _snapshot(kafka_admin, prefix + "g1", topic) == before
+    assert [len(_read_from(reader, f"A.{topic}", p, 0)) for p in range(2)] == copied_before
+    assert not (tmp_path / "state").exists() and not (tmp_path / "redirect.json").exists()
+
+
+def test_a_fence_that_does_not_hold_is_rolled_back(
+    tmp_path: Path,
+    write_config: Callable[..., MirrorConfig],
+    kafka_admin: Callable[..., AdminClient],
+    kafka_producer: Callable[..., Producer],
+    unique_topic: Callable[..., str],
+) -> None:
+    """On PLAINTEXT every client is User:ANONYMOUS, a super user: a deny ACL for another principal cannot stop
+    this producer, so the end offsets keep moving and the runbook must undo its fence."""
+    config, topic, prefix = _setup(write_config, kafka_admin, kafka_producer, unique_topic)
+    principal = f"User:fo-{uuid.uuid4().hex[:6]}"
+    stop = threading.Event()
+    producer = kafka_producer("A", {"linger.ms": 0})
+
+    def keep_writing() -> None:
+        i = 100
+        while not stop.is_set():
+            producer.produce(topic, value=b"late%d" % i, partition=i % 2)
+            producer.poll(0)
+            i += 1
+            time.sleep(0.02)
+        producer.flush(10)
+
+    writer = threading.Thread(target=keep_writing)
+    writer.start()
+    options = FailoverOptions(
+        config=config.path,
+        primary="A",
+        dr="B",
+        groups=f"{prefix}.*",
+        fence="acl",
+        fence_principals=(principal,),
+        fence_verify_seconds=1.0,
+        state_dir=str(tmp_path / "state"),
+    )
+    try:
+        with pytest.raises(FailoverFailed) as failed:
+            run_failover(options)
+    finally:
+        stop.set()
+        writer.join()
+    message = str(failed.value)
+    assert "verify_fence" in message and "writes did not stop" in message and "1 deny-WRITE ACLs deleted" in message
+    assert failed.value.exit_code == 1
+    assert not [b for b in describe_topic_acls(kafka_admin("A"), "A", 10) if b.principal == principal]
+    state = StateStore(tmp_path / "state").load()
+    assert state is not None
+    assert state.step("fence").status == "pending" and state.step("verify_fence").status == "failed"
+    assert failed.value.report["fence"]["status"] == "unfenced"
+
+
+def test_acl_fence_bindings_are_created_once_and_deleted_exactly(
+    kafka_admin: Callable[..., AdminClient], unique_topic: Callable[..., str]
+) -> None:
+    from mirrorflow.replication.failover.fencing import apply_acl_fence, fence_bindings, roll_back_acl_fence
+
+    topic = unique_topic("fence")
+    admin = kafka_admin("A")
+    bindings = fence_bindings([topic, topic], ["User:x1", "User:x2"])
+    assert len(bindings) == 2
+    assert len(apply_acl_fence(admin, "A", bindings, 10)) == 2
+    assert apply_acl_fence(admin, "A", bindings, 10) == [], "already there: nothing new to roll back"
+    other = AclBinding("TOPIC", topic, "LITERAL", "User:keep", "*", "WRITE", "DENY")
+    apply_acl_fence(admin, "A", [other], 10)
+    assert roll_back_acl_fence(admin, "A", bindings, 10) == 2
+    left = [b for b in describe_topic_acls(admin, "A", 10) if b.resource_name == topic]
+    assert left == [other]
+    delete_acls(admin, "A", [other], 10)

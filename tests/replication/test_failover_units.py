@@ -1,0 +1,75 @@
+"""Pure parts of the failover runbook: the state file (resume, refusal of a different failover), fence
+verification arithmetic, the bootstrap redirect record a client reads, and option validation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mirrorflow.core.bootstrap_redirect import BootstrapRedirect, decode_redirect, encode_redirect, resolve
+from mirrorflow.core.errors import UsageError
+from mirrorflow.replication.failover.fencing import moved, verify_writes_stopped
+from mirrorflow.replication.failover.runbook import FailoverOptions
+from mirrorflow.replication.failover.state import DONE, StateStore, paused_flows, write_pause_marker
+
+
+def test_state_resumes_the_same_failover_and_refuses_another(tmp_path: Path) -> None:
+    store = StateStore(tmp_path)
+    key = {"direction": "failover", "primary": "A", "dr": "B", "mode": "planned", "groups": None}
+    state = store.open(key, ["preflight", "fence"], restart=False)
+    state.step("preflight").status = DONE
+    state.step("preflight").result = {"source_reachable": True}
+    store.save(state)
+    again = store.open(key, ["preflight", "fence", "drain"], restart=False)
+    assert again.step("preflight").status == DONE and again.result("preflight") == {"source_reachable": True}
+    assert again.step("drain").status == "pending" and not again.completed()
+    with pytest.raises(UsageError, match="different failover"):
+        store.open({**key, "mode": "unplanned"}, ["preflight"], restart=False)
+    assert store.open({**key, "mode": "unplanned"}, ["preflight"], restart=True).step("preflight").status == "pending"
+    (tmp_path / "state.json").write_text("{not json")
+    with pytest.raises(UsageError, match="--restart"):
+        store.load()
+
+
+def test_pause_markers_are_found_by_flow(tmp_path: Path) -> None:
+    marker = write_pause_marker(tmp_path / "failover-A-B", "A->B", "failover")
+    assert paused_flows(tmp_path) == {"A->B": marker}
+
+
+def test_fence_verification_reports_what_moved() -> None:
+    samples = iter([{("t", 0): 5, ("t", 1): 9}, {("t", 0): 5, ("t", 1): 12}])
+    ends, grew = verify_writes_stopped(lambda: next(samples), 0.0, sleep=lambda s: None)
+    assert ends == {("t", 0): 5, ("t", 1): 12} and grew == {"t-1": 3}
+    assert moved({("t", 0): 1}, {("t", 0): 1}) == {}
+
+
+def test_redirect_record_round_trips_and_the_newest_matching_wins() -> None:
+    old = BootstrapRedirect("orders-.*", "b1:9092", "B", "A", "failover", 100)
+    new = BootstrapRedirect("orders-.*", "a1:9092", "A", "B", "failback", 200)
+    other = BootstrapRedirect("billing", "b1:9092", "B", "A", "failover", 300)
+    decoded = [decode_redirect(*encode_redirect(r)) for r in (old, new, other)]
+    assert decoded == [old, new, other]
+    assert resolve(decoded, "orders-eu") == new
+    assert resolve(decoded, "payments") is None
+    assert decode_redirect(b"orders-.*", None) is None
+    with pytest.raises(ValueError, match="version"):
+        decode_redirect(b"x", b'{"version": 9}')
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"fence": "acl", "fence_principals": ("bob",)}, "Type:name"),
+        ({"redirect": "webhook", "redirect_target": "ftp://x"}, "http"),
+        ({"max_lag_records": -1}, "0 or more"),
+        ({"fence": "dance"}, "--fence dance"),
+    ],
+)
+def test_options_are_validated(changes: dict[str, object], message: str) -> None:
+    options = FailoverOptions(config="c", primary="A", dr="B", **changes)  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match=message):
+        options.validate()
+    assert (options.source, options.target) == ("A", "B")
+    back = FailoverOptions(config="c", primary="A", dr="B", direction="failback")
+    assert (back.source, back.target) == ("B", "A")
