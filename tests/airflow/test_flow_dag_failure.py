@@ -1,0 +1,41 @@
+"""A failing step fails the DAG run, and the task log says why (here: the target cluster cannot be reached)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mirrorflow.local.cluster import LocalClusters
+from mirrorflow.local.properties import mm2_config_text
+
+pytestmark = pytest.mark.integration
+
+
+def test_an_unreachable_target_fails_the_run_with_the_reason_in_the_log(
+    airflow_db: None,
+    tmp_path: Path,
+    kafka_clusters: LocalClusters,
+    dag_bag: Callable[..., Any],
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    config = tmp_path / "mm2.properties"
+    body = "A->B.enabled = true\nA->B.mirrorflow.copy.mode = interval\nadmin.timeout.ms = 3000\n"
+    # B points at a port nothing listens on.
+    config.write_text(mm2_config_text({"A": kafka_clusters.bootstrap("A"), "B": "127.0.0.1:1"}, body))
+    bag = dag_bag(config)
+    assert bag.import_errors == {}
+    dag = bag.dags["mirrorflow__A__B"]
+    for task in dag.tasks:
+        task.retries = 0  # the factory's retries with backoff would only delay the verdict here
+
+    dag_run = dag.test()
+
+    states = {ti.task_id: str(ti.state) for ti in dag_run.get_task_instances()}
+    assert dag_run.state == "failed", states
+    assert states["discover"] == "failed"
+    assert states["copy"] != "success", "nothing downstream of a failed step runs"
+    out, err = capfd.readouterr()
+    assert "cluster 'B'" in out + err, "the task log names the cluster that failed"
