@@ -19,7 +19,16 @@ app = typer.Typer(
 
 def _register() -> None:
     # Imported here so that `mirrorflow --help` stays fast and each command owns its module.
-    from mirrorflow.cli import failover_cmd, local_cmd, metrics_cmd, plan_cmd, run_cmd, translate_cmd, validate_cmd
+    from mirrorflow.cli import (
+        audit_cmd,
+        failover_cmd,
+        local_cmd,
+        metrics_cmd,
+        plan_cmd,
+        run_cmd,
+        translate_cmd,
+        validate_cmd,
+    )
 
     validate_cmd.register(app)
     local_cmd.register(app)
@@ -29,6 +38,7 @@ def _register() -> None:
     metrics_cmd.register(app)
     failover_cmd.register(app)
     failover_cmd.register_failback(app)
+    audit_cmd.register(app)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -24,6 +24,7 @@ from mirrorflow.config.properties import read_properties
 from mirrorflow.config.providers import ProviderError, Providers
 from mirrorflow.config.topology import check_identity_cycles
 from mirrorflow.config.values import ValueProblem, parse_bool, parse_enum
+from mirrorflow.core.patterns import parse_list
 
 
 def split_cluster_args(values: Sequence[str] | None) -> list[str]:
@@ -57,6 +58,7 @@ def load_config(
     aliases = cluster_aliases(raw)
     if not aliases:
         log.error("clusters", "no cluster aliases are defined", "add a line like `clusters = primary, backup`")
+    _check_aliases(raw, log)
     subset = split_cluster_args(clusters)
     for alias in subset:
         if alias not in aliases:
@@ -114,6 +116,25 @@ _PROVIDER_CLASS = {
     "file": "FileConfigProvider",
     "directory": "DirectoryConfigProvider",
 }
+
+
+def _check_aliases(raw: Mapping[str, str], log: IssueLog) -> None:
+    """Aliases name keys (`A.bootstrap.servers`, `A->B.enabled`) and remote topics (`A.orders`), so an empty,
+    repeated or separator-bearing alias makes the file mean something else than it says."""
+    listed = parse_list(raw.get("clusters", ""))
+    separator = raw.get("replication.policy.separator", ".") or "."
+    if "" in listed:
+        log.error("clusters", "an alias is empty (two commas in a row?)", "remove the empty item")
+    for alias in sorted({a for a in listed if listed.count(a) > 1}):
+        log.error("clusters", f"alias {alias} is listed more than once", "list each cluster once")
+    for alias in listed:
+        if alias and (separator in alias or "->" in alias or any(c.isspace() for c in alias)):
+            log.error(
+                "clusters",
+                f"alias {alias!r} contains {separator!r}, '->' or whitespace, which make its keys and remote "
+                "topic names ambiguous",
+                "rename the cluster (letters, digits, '-' and '_' are safe)",
+            )
 
 
 def _has_bootstrap(raw: Mapping[str, str], alias: str) -> bool:
