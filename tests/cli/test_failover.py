@@ -88,7 +88,11 @@ def test_refused_preflight_exits_1_and_unplanned_json_ledger(
     topic = f"focli-{uuid.uuid4().hex[:8]}"
     prefix = f"focli-{uuid.uuid4().hex[:6]}-"
     kafka_admin("A").create_topics([NewTopic(topic, 1, 1)])[topic].result()
-    body = f"A->B.enabled = true\nA->B.topics = {topic}\nA->B.groups = {prefix}.*\n"
+    body = (
+        f"A->B.enabled = true\nA->B.topics = {topic}\nA->B.groups = {prefix}.*\n"
+        # The session clusters are shared: other tests' heartbeats must not count in this flow's drain.
+        "A->B.heartbeats.replication.enabled = false\n"
+    )
     config = _config(tmp_path / "mm2.properties", kafka_clusters.bootstrap("A"), kafka_clusters.bootstrap("B"), body)
     flow = load_config(config).flow("A->B")
     producer = kafka_producer("A")

@@ -77,7 +77,11 @@ def _setup(
     topic = unique_topic("fo")
     prefix = f"fo-{uuid.uuid4().hex[:8]}-"
     kafka_admin("A").create_topics([NewTopic(topic, 2, 1)])[topic].result()
-    config = write_config(f"A->B.enabled = true\nA->B.topics = {topic}\nA->B.groups = {prefix}.*\n")
+    config = write_config(
+        f"A->B.enabled = true\nA->B.topics = {topic}\nA->B.groups = {prefix}.*\n"
+        # The session clusters are shared: other tests' heartbeats must not count in this flow's drain.
+        "A->B.heartbeats.replication.enabled = false\n"
+    )
     flow = config.flow("A->B")
     producer = kafka_producer("A")
     _produce(producer, topic, 0, 30)

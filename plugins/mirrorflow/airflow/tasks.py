@@ -9,6 +9,9 @@ sync tasks run beside it for the same time at their MM2 cadences (`emit.heartbea
 `emit.checkpoints.interval.seconds`, `sync.group.offsets.interval.seconds`), so a DAG run is bounded and the
 next `@continuous` run takes over. In interval mode each runs once.
 
+A flow a failover paused (its `paused-flow.json` marker under `$MIRRORFLOW_STATE_DIR`, default
+`<checkout>/var/failover`) skips every task with the marker's reason, so the copy task downstream skips too.
+
 Replication modules are imported inside the callables: the scheduler's DAG parser never loads Kafka clients.
 """
 
@@ -17,7 +20,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, NoReturn
+
+from airflow.sdk.exceptions import AirflowSkipException
 
 from mirrorflow.airflow.connections import with_connections
 from mirrorflow.airflow.reports import compact, control_plane_summary, plan_summary, repeated_summary
@@ -28,6 +34,7 @@ from mirrorflow.core.errors import MirrorflowError
 log = logging.getLogger(__name__)
 
 Clusters = Sequence[str] | None
+REPO = Path(__file__).resolve().parents[3]
 
 
 def find_flow(config_path: str, flow_name: str, clusters: Clusters = None) -> Flow:
@@ -45,6 +52,16 @@ def find_flow(config_path: str, flow_name: str, clusters: Clusters = None) -> Fl
 def load_flow(config_path: str, flow_name: str, clusters: Clusters = None) -> Flow:
     """`find_flow` with the credentials of the flow's Airflow connections merged in."""
     return with_connections(find_flow(config_path, flow_name, clusters))
+
+
+def skip_if_paused(flow_name: str) -> None:
+    """AirflowSkipException when a failover paused the flow: nothing may be copied after clients moved."""
+    from mirrorflow.replication.flow_cycle import pause_root, paused_reason
+
+    reason = paused_reason(flow_name, pause_root(REPO))
+    if reason is not None:
+        log.warning("%s", reason)
+        raise AirflowSkipException(reason)
 
 
 def repeat(
@@ -87,6 +104,7 @@ def discover(config_path: str, flow_name: str, clusters: Clusters = None) -> dic
     from mirrorflow.replication.discovery import discover as discover_plan
     from mirrorflow.replication.flow_clients import FlowClients
 
+    skip_if_paused(flow_name)
     flow = load_flow(config_path, flow_name, clusters)
     with FlowClients(flow) as clients:
         summary = plan_summary(discover_plan(flow, clients))
@@ -97,6 +115,7 @@ def discover(config_path: str, flow_name: str, clusters: Clusters = None) -> dic
 def _control_plane(config_path: str, flow_name: str, clusters: Clusters, step: str) -> dict[str, Any]:
     from mirrorflow.replication.flow_cycle import run_control_plane
 
+    skip_if_paused(flow_name)
     flow = load_flow(config_path, flow_name, clusters)
     summary = control_plane_summary(run_control_plane(flow, steps={step}))
     log.info("flow %s: %s", flow.name, summary)
@@ -129,6 +148,7 @@ def heartbeats(config_path: str, flow_name: str, clusters: Clusters = None) -> d
     from mirrorflow.replication.flow_clients import FlowClients
     from mirrorflow.replication.flow_cycle import HEARTBEAT, run_control_plane
 
+    skip_if_paused(flow_name)
     flow = load_flow(config_path, flow_name, clusters)
     if not flow.emit_heartbeats_enabled:
         return _skipped(flow, "emit.heartbeats.enabled = false")
@@ -165,6 +185,7 @@ def emit_checkpoints(config_path: str, flow_name: str, clusters: Clusters = None
     from mirrorflow.replication.flow_clients import FlowClients
     from mirrorflow.replication.offset_translation import CheckpointStore
 
+    skip_if_paused(flow_name)
     flow = load_flow(config_path, flow_name, clusters)
     if not flow.emit_checkpoints_enabled:
         return _skipped(flow, "emit.checkpoints.enabled = false")
@@ -180,6 +201,7 @@ def sync_group_offsets(config_path: str, flow_name: str, clusters: Clusters = No
     from mirrorflow.replication.flow_clients import FlowClients
     from mirrorflow.replication.group_sync import sync_group_offsets as sync
 
+    skip_if_paused(flow_name)
     flow = load_flow(config_path, flow_name, clusters)
     if not flow.sync_group_offsets_enabled:
         return _skipped(flow, "sync.group.offsets.enabled = false")

@@ -6,6 +6,8 @@ topics, configs and ACLs, heartbeat, then the copy to the source ends seen at it
 `mirrorflow.spark.master`), checkpoints, and group sync when enabled; exit 0.
 `--for SECONDS`: repeat each step at its MM2 interval for that long, copying whenever new records are there.
 Neither: until interrupted (Ctrl-C). `--no-copy` runs the control plane only.
+A flow a failover paused (a `paused-flow.json` marker under `$MIRRORFLOW_STATE_DIR`, default `./var/failover`)
+is skipped with one line on stderr (and stopped, when the marker appears while it runs).
 Any failure stops the run with exit code 1 and one message; nothing half-done is reported as done.
 """
 
@@ -29,8 +31,16 @@ from mirrorflow.cli.plan_cmd import (
     setup_logging,
     to_json,
 )
+from mirrorflow.config.model import Flow
 from mirrorflow.core.errors import UsageError
-from mirrorflow.replication.flow_cycle import ControlPlaneReport, run_control_plane, run_heartbeat_pair, run_loop
+from mirrorflow.replication.flow_cycle import (
+    ControlPlaneReport,
+    pause_root,
+    paused_reason,
+    run_control_plane,
+    run_heartbeat_pair,
+    run_loop,
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -61,6 +71,8 @@ def run(
         raise UsageError(f"--for {for_seconds:g}: give a positive number of seconds")
     setup_logging(verbose)
     _, flows, pairs = select_flows(ctx, config, clusters, flow)
+    root = pause_root(Path.cwd())
+    flows = _unpaused(flows, root)
     reports: list[ControlPlaneReport] = []
     heartbeats = 0
 
@@ -96,7 +108,15 @@ def run(
                     _print_once(report)
         else:
             try:
-                run_loop(flows, pairs, seconds=for_seconds, on_report=record, copy=copy)
+                run_loop(
+                    flows,
+                    pairs,
+                    seconds=for_seconds,
+                    on_report=record,
+                    copy=copy,
+                    paused=lambda name: paused_reason(name, root),
+                    on_paused=lambda reason: typer.echo(f"stopped: {reason}", err=True),
+                )
             except KeyboardInterrupt:
                 typer.echo("interrupted", err=True)
             if not as_json:
@@ -108,6 +128,18 @@ def run(
             copy.close()
     if as_json:
         typer.echo(json.dumps(to_json(reports), indent=2))
+
+
+def _unpaused(flows: list[Flow], root: Path) -> list[Flow]:
+    """The flows no failover has paused (markers under `$MIRRORFLOW_STATE_DIR`, default `./var/failover`)."""
+    kept = []
+    for f in flows:
+        reason = paused_reason(f.name, root)
+        if reason is None:
+            kept.append(f)
+        else:
+            typer.echo(f"skipped: {reason}", err=True)
+    return kept
 
 
 def _print_once(report: ControlPlaneReport) -> None:

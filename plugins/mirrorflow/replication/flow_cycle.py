@@ -15,15 +15,19 @@ plan once remote topics, internal topics, configs and ACLs are in place.
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from mirrorflow.config.model import Flow
 from mirrorflow.replication.acl_sync import AclSyncReport, sync_acls
 from mirrorflow.replication.config_sync import ConfigSyncReport, sync_configs
 from mirrorflow.replication.discovery import FlowPlan, discover
+from mirrorflow.replication.failover.state import DEFAULT_ROOT, paused_flows
 from mirrorflow.replication.flow_clients import FlowClients
 from mirrorflow.replication.flow_rules import FlowRules
 from mirrorflow.replication.heartbeats import HeartbeatReport, emit_heartbeat
@@ -42,6 +46,9 @@ ACLS = "acls"
 HEARTBEAT = "heartbeat"
 COPY = "copy"
 ALL_STEPS: frozenset[str] = frozenset({TOPICS, CONFIGS, ACLS, HEARTBEAT, COPY})
+
+STATE_DIR_ENV = "MIRRORFLOW_STATE_DIR"
+"""Root of the failover state directories, where `pause_flow` leaves its markers (default `var/failover`)."""
 
 CopyStep = Callable[[Flow, FlowPlan, FlowClients], Any]
 """Hook for the record copy: `copy(flow, plan, clients)` returns a JSON-friendly report (dataclass or dict)."""
@@ -211,9 +218,14 @@ def run_loop(
     copy: CopyStep | None = None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    paused: Callable[[str], str | None] | None = None,
+    on_paused: Callable[[str], None] | None = None,
 ) -> None:
     """Run the flows (and the heartbeat-only pairs) on their schedules for `seconds` (None: until
-    interrupted). Fails on the first error: a cycle that did not complete is never reported as done."""
+    interrupted). Fails on the first error: a cycle that did not complete is never reported as done.
+
+    `paused(flow name)` gives a reason when a failover paused the flow meanwhile: it is dropped (not the
+    heartbeat-only pairs) and `on_paused(reason)` says so once."""
     start = clock()
     deadline = None if seconds is None else start + seconds
     clients: Mapping[str, FlowClients] = {f.name: FlowClients(f) for f in (*flows, *heartbeat_flows)}
@@ -223,12 +235,18 @@ def run_loop(
     ]
     try:
         while True:
-            for schedule in schedules:
+            for schedule in list(schedules):
                 now = clock()
                 steps = schedule.due(now)
                 if not steps:
                     continue
                 flow = schedule.flow
+                reason = None if paused is None or schedule.heartbeat_only else paused(flow.name)
+                if reason is not None:
+                    schedules.remove(schedule)
+                    if on_paused is not None:
+                        on_paused(reason)
+                    continue
                 if schedule.heartbeat_only:
                     report = run_heartbeat_pair(flow, clients[flow.name], steps=steps)
                 else:
@@ -248,3 +266,22 @@ def run_loop(
     finally:
         for c in clients.values():
             c.close()
+
+
+def pause_root(base: Path | None = None) -> Path:
+    """Where failover runs keep their state and pause markers: `$MIRRORFLOW_STATE_DIR`, else `var/failover`;
+    a relative path is taken from `base` (the CLI: its working directory; Airflow: the checkout)."""
+    root = Path(os.environ.get(STATE_DIR_ENV, "").strip() or DEFAULT_ROOT).expanduser()
+    return root if root.is_absolute() or base is None else base / root
+
+
+def paused_reason(flow_name: str, root: Path) -> str | None:
+    """Why `flow_name` must not run (a failover paused it), or None. Deleting the marker resumes the flow."""
+    marker = paused_flows(root).get(flow_name)
+    if marker is None:
+        return None
+    try:
+        why = str(json.loads(marker.read_text()).get("reason", "failover"))
+    except (OSError, ValueError, AttributeError):
+        why = "failover"
+    return f"flow {flow_name} is paused by a {why} (marker {marker}); delete the marker to resume it"

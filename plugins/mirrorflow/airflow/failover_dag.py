@@ -1,0 +1,253 @@
+"""The failover and failback runbooks (DESIGN §4) as manual DAGs: `mirrorflow_failover`, `mirrorflow_failback`.
+
+`dags/mirrorflow_failover.py` is one call: `register_failover_dags(globals())`, reading the same config as the
+flow DAGs (`MIRRORFLOW_CONFIG`). The trigger form is the Params below; Airflow validates it on trigger.
+
+One task per runbook step, in order, each calling `run_failover` for its step with a state directory fixed by the
+DAG run (`<state root>/<direction>-<primary>-<dr>-<run id>`, the state root being `$MIRRORFLOW_STATE_DIR`, default
+`<checkout>/var/failover`). A step that fails or refuses fails its task with the reason; clearing that task
+resumes exactly there, from the persisted state (a task re-runs an earlier step only when the runbook put it back
+to pending, as a fence rolled back). A dry run records nothing in the runbook's sense; the DAG keeps the planned
+results of earlier tasks in the run's state directory so later steps can read them, and never touches a cluster.
+A config that cannot be read builds no runbook DAG: `dags/mirrorflow_flows.py` already reports it as its import
+error. The last task, `report`, pushes only the report's path and small counts to XCom: never offsets or secrets.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Mapping, MutableMapping
+from pathlib import Path
+from typing import Any
+
+from airflow.providers.standard.operators.python import PythonOperator
+from airflow.sdk import DAG, Param, get_parsing_context
+
+from mirrorflow.airflow.factory import CONFIG_ENV, START_DATE, config_file, repo_root
+from mirrorflow.config.loader import load_config
+from mirrorflow.core.errors import UsageError
+from mirrorflow.replication.failover.runbook import FENCES, REDIRECTS, FailoverOptions
+
+log = logging.getLogger(__name__)
+
+DIRECTIONS = ("failover", "failback")
+STEP_NAMES = (
+    "preflight",
+    "fence",
+    "verify_fence",
+    "drain",
+    "pause_flow",
+    "final_checkpoint",
+    "commit_offsets",
+    "redirect",
+    "arm_reverse",
+)
+"""The runbook's steps (`steps.STEPS`, checked by a test); named here so parsing never imports Kafka clients."""
+REPORT_TASK = "report"
+
+
+def register_failover_dags(
+    globals_dict: MutableMapping[str, Any], config_path: str | Path | None = None
+) -> dict[str, DAG]:
+    """Build `mirrorflow_failover` and `mirrorflow_failback` into `globals_dict`; returns them by id."""
+    only = get_parsing_context().dag_id
+    wanted = [d for d in DIRECTIONS if only is None or only == f"mirrorflow_{d}"]
+    if not wanted:  # a worker parsing for a flow DAG: nothing to build here
+        return {}
+    repo = repo_root(globals_dict.get("__file__"))
+    path = config_file(config_path, repo)
+    try:
+        config = load_config(path, require_flows=False)
+    except UsageError as err:
+        # The flow DAG file shows the same error as its import error (file, line, key): not twice.
+        log.warning("Mirrorflow builds no runbook DAG from %s (set by %s): %s", path, CONFIG_ENV, err)
+        return {}
+    aliases = sorted(config.clusters)
+    dags = {f"mirrorflow_{d}": build_runbook_dag(d, str(path), aliases, repo) for d in wanted}
+    globals_dict.update(dags)
+    return dags
+
+
+def runbook_params(aliases: list[str]) -> dict[str, Param]:
+    """The trigger form: JSON schema per field, enforced by Airflow before a run is created."""
+    first = aliases[0] if aliases else ""
+    second = aliases[1] if len(aliases) > 1 else first
+    return {
+        "primary": Param(first, type="string", enum=aliases, title="Primary cluster (clients leave it on failover)"),
+        "dr": Param(second, type="string", enum=aliases, title="DR cluster (clients move there on failover)"),
+        "groups": Param(
+            None,
+            type=["null", "string"],
+            minLength=1,
+            title="Consumer groups (full-match regex)",
+            description="Empty: the flow's own `groups` filter.",
+        ),
+        "mode": Param("planned", type="string", enum=["planned", "unplanned"], title="Mode"),
+        "dry_run": Param(True, type="boolean", title="Dry run (reads only; says what each step would do)"),
+        "max_lag_records": Param(None, type=["null", "integer"], minimum=0, title="Lag gate: records (planned)"),
+        "max_lag_seconds": Param(None, type=["null", "number"], minimum=0, title="Lag gate: seconds (planned)"),
+        "fence": Param("none", type="string", enum=list(FENCES), title="Fence method (planned)"),
+        "fence_principals": Param(
+            [], type="array", items={"type": "string", "pattern": "^[^:]+:.+$"}, title="Fence principals (Type:name)"
+        ),
+        "fence_command": Param(None, type=["null", "string"], title="Fence command (fence = command)"),
+        "fence_verify_seconds": Param(5.0, type="number", minimum=0, title="Seconds end offsets must stand still"),
+        "redirect": Param("none", type="string", enum=list(REDIRECTS), title="Redirect method"),
+        "redirect_target": Param(None, type=["null", "string"], title="Redirect target (file, command or URL)"),
+    }
+
+
+def build_runbook_dag(direction: str, config_path: str, aliases: list[str], repo: Path) -> DAG:
+    with DAG(
+        dag_id=f"mirrorflow_{direction}",
+        schedule=None,
+        start_date=START_DATE,
+        catchup=False,
+        max_active_runs=1,
+        auto_register=False,
+        params=runbook_params(aliases),
+        tags=["mirrorflow", "mirrorflow:runbook"],
+        description=f"Mirrorflow {direction} runbook (DESIGN §4): trigger with the form; dry run by default",
+        dag_display_name=f"mirrorflow {direction}",
+        doc_md=_doc(direction, config_path),
+        default_args={"owner": "mirrorflow", "retries": 0},
+    ) as dag:
+        common = {"config_path": config_path, "direction": direction, "repo": str(repo)}
+        previous: PythonOperator | None = None
+        for index, name in enumerate(STEP_NAMES):
+            task = PythonOperator(
+                task_id=name, python_callable=run_step, op_kwargs={**common, "index": index}, execution_timeout=None
+            )
+            if previous is not None:
+                previous >> task
+            previous = task
+        report = PythonOperator(task_id=REPORT_TASK, python_callable=report_step, op_kwargs=common)
+        if previous is not None:
+            previous >> report
+    return dag
+
+
+def _doc(direction: str, config_path: str) -> str:
+    return (
+        f"### Mirrorflow {direction}\n\nThe runbook of `mirrorflow {direction}` on `{config_path}`, one task per "
+        "step. Trigger with the form (a dry run by default). A failed task names the reason in its log; clear it "
+        "to resume there. The `report` task's XCom points at `report.json` / `report.md`. See docs/failover.md."
+    )
+
+
+def options_from_params(
+    params: Mapping[str, Any], *, config_path: str, direction: str, state_dir: Path
+) -> FailoverOptions:
+    """The runbook's options from the trigger form, validated (UsageError with the field to fix)."""
+    mode = params.get("mode", "planned")
+    if mode not in ("planned", "unplanned"):
+        raise UsageError(f"mode {mode!r}: use planned or unplanned")
+    principals = params.get("fence_principals") or []
+    groups = params.get("groups") or None
+    options = FailoverOptions(
+        config=config_path,
+        primary=str(params["primary"]),
+        dr=str(params["dr"]),
+        direction="failback" if direction == "failback" else "failover",
+        groups=groups,
+        mode="unplanned" if mode == "unplanned" else "planned",
+        fence=str(params.get("fence") or "none"),
+        fence_principals=tuple(str(p) for p in principals),
+        fence_command=params.get("fence_command") or None,
+        fence_verify_seconds=float(params.get("fence_verify_seconds", 5.0)),
+        redirect=str(params.get("redirect") or "none"),
+        redirect_target=params.get("redirect_target") or None,
+        dry_run=bool(params.get("dry_run", True)),
+        max_lag_records=params.get("max_lag_records"),
+        max_lag_seconds=params.get("max_lag_seconds"),
+        state_dir=str(state_dir),
+    )
+    options.validate()
+    return options
+
+
+def run_state_dir(direction: str, params: Mapping[str, Any], run_id: str, repo: Path) -> Path:
+    """One directory per DAG run, directly under the state root (where `paused_flows` looks for markers)."""
+    from mirrorflow.replication.flow_cycle import pause_root
+
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", run_id).strip("_")
+    return pause_root(repo) / f"{direction}-{params['primary']}-{params['dr']}-{safe}"
+
+
+def run_step(
+    config_path: str, direction: str, repo: str, index: int, params: Mapping[str, Any], run_id: str
+) -> dict[str, Any]:
+    """Task `STEP_NAMES[index]`: that step of the runbook (after any earlier one the runbook reset)."""
+    from mirrorflow.replication.failover.runbook import FailoverFailed, run_failover
+    from mirrorflow.replication.failover.steps import STEPS
+
+    name = STEP_NAMES[index]
+    state_dir = run_state_dir(direction, params, run_id, Path(repo))
+    options = options_from_params(params, config_path=config_path, direction=direction, state_dir=state_dir)
+    # A real run resumes: done steps are skipped, a reset one (a rolled-back fence) runs again before this one.
+    # A dry run's earlier results are "planned", not done: run this step alone, reading them from the state.
+    chosen = [STEPS[index]] if options.dry_run else list(STEPS[: index + 1])
+
+    def progress(step: str, status: str, result: dict[str, Any]) -> None:
+        why = result.get("reason") or result.get("error") or result.get("note") or ""
+        log.info("%s %s: %s%s", direction, step, status, f" ({why})" if why else "")
+
+    log.info("%s %s -> %s, state in %s", direction, options.source, options.target, state_dir)
+    try:
+        report = run_failover(options, steps=chosen, on_step=progress)
+    except FailoverFailed as err:
+        log.error("%s", err)
+        raise
+    if options.dry_run:
+        _keep_planned(state_dir, options, report)
+    status = next((s["status"] for s in report["steps"] if s["name"] == name), "unknown")
+    return {"step": name, "status": status, "dry_run": options.dry_run, "state_dir": str(state_dir)}
+
+
+def _keep_planned(state_dir: Path, options: FailoverOptions, report: dict[str, Any]) -> None:
+    """Save a dry run's planned results so the next task's step reads them (runbook dry runs keep nothing)."""
+    from mirrorflow.replication.failover.state import RunState, StateStore, StepState
+
+    steps = {
+        s["name"]: StepState(
+            name=s["name"],
+            status=s["status"],
+            started_ms=s["started_ms"],
+            duration_ms=s["duration_ms"],
+            attempts=s["attempts"],
+            result=s["detail"],
+            error=s["error"],
+        )
+        for s in report["steps"]
+    }
+    StateStore(state_dir).save(RunState(key=options.key(), steps=steps))
+
+
+def report_step(config_path: str, direction: str, repo: str, params: Mapping[str, Any], run_id: str) -> dict[str, Any]:
+    """The report of the whole run, written beside the state; XCom gets its path and counts only."""
+    from mirrorflow.replication.failover.report import REPORT_JSON, REPORT_MD, render_markdown
+    from mirrorflow.replication.failover.runbook import run_failover
+
+    state_dir = run_state_dir(direction, params, run_id, Path(repo))
+    options = options_from_params(params, config_path=config_path, direction=direction, state_dir=state_dir)
+    report = run_failover(options, steps=[])
+    if options.dry_run:  # the runbook writes no report for a dry run; the operator still wants to read it
+        state_dir.mkdir(parents=True, exist_ok=True)
+        (state_dir / REPORT_JSON).write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
+        (state_dir / REPORT_MD).write_text(render_markdown(report))
+    log.info("%s", render_markdown(report))
+    bound = report["data_loss_bound_records"]
+    return {
+        "report": str(state_dir / REPORT_JSON),
+        "report_md": str(state_dir / REPORT_MD),
+        "dry_run": report["dry_run"],
+        "completed": report["completed"],
+        "fence": report["fence"]["status"],
+        "steps": len(report["steps"]),
+        "groups": len({g["group"] for g in report["groups"]}),
+        "partitions": len(report["partitions"]),
+        "data_loss_bound_records": bound if isinstance(bound, int) else str(bound)[:80],
+        "rto_seconds": report["rto_seconds"],
+    }

@@ -1,0 +1,363 @@
+"""The runbook DAGs `mirrorflow_failover` / `mirrorflow_failback` from the real `dags/`, and the pause marker.
+
+The form (Params) is checked as parsed and as Airflow enforces it on trigger; `dag.test()` runs a dry run and a
+planned failover against the session's clusters A and B; a flow paused by a failover skips in its DAG and in
+`mirrorflow run`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from mirrorflow.airflow.failover_dag import STEP_NAMES, options_from_params
+from mirrorflow.core.errors import UsageError
+from mirrorflow.local.cluster import LocalClusters
+from mirrorflow.local.properties import mm2_config_text
+from mirrorflow.replication.failover.state import paused_flows, write_pause_marker
+from mirrorflow.replication.failover.steps import STEPS
+
+RUNBOOKS = ("mirrorflow_failover", "mirrorflow_failback")
+DAGS = Path(__file__).resolve().parents[2] / "dags"
+UNREACHABLE = {"A": "127.0.0.1:1", "B": "127.0.0.1:2"}
+
+
+def offline_config(tmp_path: Path) -> Path:
+    path = tmp_path / "mm2.properties"
+    path.write_text(mm2_config_text(UNREACHABLE) + "A->B.enabled = true\nA->B.topics = t.*\nmirrorflow.schedule = 1h\n")
+    return path
+
+
+@pytest.fixture
+def dag_bag(monkeypatch: pytest.MonkeyPatch) -> Callable[..., Any]:
+    """`dag_bag(config)` -> a DagBag of the whole real `dags/` folder reading `config` (both DAG files)."""
+
+    def load(config: Path) -> Any:
+        from airflow.dag_processing.dagbag import DagBag
+
+        monkeypatch.setenv("MIRRORFLOW_CONFIG", str(config))
+        for name in ("MIRRORFLOW_CLUSTERS", "MIRRORFLOW_STRICT"):
+            monkeypatch.delenv(name, raising=False)
+        bag = DagBag(dag_folder=str(DAGS))
+        assert bag.import_errors == {}
+        return bag
+
+    return load
+
+
+@pytest.fixture
+def state_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Pause markers and runbook state of this test only (never the checkout's var/failover)."""
+    root = tmp_path / "failover-state"
+    monkeypatch.setenv("MIRRORFLOW_STATE_DIR", str(root))
+    return root
+
+
+def test_step_names_are_the_runbook_steps() -> None:
+    assert list(STEP_NAMES) == [name for name, _ in STEPS]
+
+
+def test_dag_bag_holds_both_runbooks_with_the_form(tmp_path: Path, dag_bag: Callable[..., Any]) -> None:
+    bag = dag_bag(offline_config(tmp_path))
+    assert bag.import_errors == {}
+    for dag_id in RUNBOOKS:
+        dag = bag.dags[dag_id]
+        assert dag.schedule is None or getattr(dag, "timetable", None).__class__.__name__ == "NullTimetable"
+        assert dag.max_active_runs == 1
+        assert [t.task_id for t in dag.topological_sort()] == [*STEP_NAMES, "report"]
+        schema = {name: param.schema for name, param in dag.params.items()}
+        values = {name: param.value for name, param in dag.params.items()}
+        assert schema["primary"]["enum"] == ["A", "B"] and schema["dr"]["enum"] == ["A", "B"]
+        assert (values["primary"], values["dr"]) == ("A", "B")
+        assert schema["mode"]["enum"] == ["planned", "unplanned"]
+        assert schema["dry_run"]["type"] == "boolean" and values["dry_run"] is True
+        assert schema["fence"]["enum"] == ["none", "acl", "command"]
+        assert schema["redirect"]["enum"] == ["none", "topic", "file", "command", "webhook"]
+        assert schema["fence_principals"]["type"] == "array"
+        assert schema["max_lag_records"]["type"] == ["null", "integer"]
+        assert schema["max_lag_seconds"]["type"] == ["null", "number"]
+        assert schema["groups"]["type"] == ["null", "string"]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    "conf",
+    [
+        {"mode": "sideways"},
+        {"primary": "Z"},
+        {"dry_run": "yes"},
+        {"fence": "wall"},
+        {"redirect": "carrier-pigeon"},
+        {"max_lag_records": -1},
+        {"fence_principals": ["no-type"]},
+    ],
+)
+def test_invalid_form_values_are_rejected_on_trigger(
+    airflow_db: None, tmp_path: Path, dag_bag: Callable[..., Any], conf: dict[str, Any]
+) -> None:
+    from airflow.sdk.exceptions import ParamValidationError
+
+    dag = dag_bag(offline_config(tmp_path)).dags["mirrorflow_failover"]
+    with pytest.raises(ParamValidationError):
+        dag.test(run_conf=conf)
+
+
+@pytest.mark.integration
+def test_primary_equal_to_dr_fails_the_first_task_with_the_reason(
+    airflow_db: None, tmp_path: Path, dag_bag: Callable[..., Any], state_root: Path
+) -> None:
+    params = {"primary": "A", "dr": "A", "mode": "planned", "dry_run": True}
+    with pytest.raises(UsageError, match="--primary and --dr are both 'A'"):
+        options_from_params(params, config_path="x", direction="failover", state_dir=tmp_path)
+    dag_run = dag_bag(offline_config(tmp_path)).dags["mirrorflow_failover"].test(run_conf={"dr": "A"})
+    states = {ti.task_id: ti.state for ti in dag_run.get_task_instances()}
+    assert dag_run.state == "failed" and states["preflight"] == "failed", states
+    assert {states[name] for name in STEP_NAMES[1:]} == {"upstream_failed"}
+
+
+# ---- the pause marker ----------------------------------------------------------------------------------------
+@pytest.mark.integration
+def test_a_paused_flow_skips_every_task_of_its_dag(
+    airflow_db: None, tmp_path: Path, dag_bag: Callable[..., Any], state_root: Path
+) -> None:
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    from mirrorflow.airflow import tasks
+
+    config = offline_config(tmp_path)
+    write_pause_marker(state_root / "failover-A-B-test", "A->B", "failover A->B")
+    with pytest.raises(AirflowSkipException, match="flow A->B is paused by a failover A->B"):
+        tasks.discover(str(config), "A->B")
+    dag_run = dag_bag(config).dags["mirrorflow__A__B"].test()  # the clusters are unreachable: only a skip passes
+    states = {ti.task_id: ti.state for ti in dag_run.get_task_instances()}
+    assert set(states.values()) == {"skipped"}, states
+
+
+def test_mirrorflow_run_skips_a_paused_flow_with_one_line(tmp_path: Path, state_root: Path) -> None:
+    config = offline_config(tmp_path)
+    write_pause_marker(state_root / "failover-A-B-test", "A->B", "failover A->B")
+    # The clusters are unreachable: any attempt to run the flow would fail the command.
+    for mode in (["--once"], ["--for", "0.5"]):
+        result = subprocess.run(
+            [sys.executable, "-m", "mirrorflow", "run", str(config), "--flow", "A->B", "--no-copy", *mode],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "MIRRORFLOW_STATE_DIR": str(state_root)},
+        )
+        assert result.returncode == 0, result.stderr
+        lines = [line for line in result.stderr.splitlines() if "paused" in line]
+        assert len(lines) == 1 and lines[0].startswith("skipped: flow A->B is paused"), result.stderr
+
+
+def test_run_loop_drops_a_flow_paused_while_it_runs(tmp_path: Path) -> None:
+    from mirrorflow.config.loader import load_config
+    from mirrorflow.replication.flow_cycle import run_loop
+
+    flow = load_config(offline_config(tmp_path)).flow("A->B")
+    said: list[str] = []
+    ran: list[Any] = []
+    run_loop([flow], seconds=5, on_report=ran.append, paused=lambda name: f"{name} paused", on_paused=said.append)
+    assert said == ["A->B paused"] and ran == []
+
+
+# ---- against the session's clusters ---------------------------------------------------------------------------
+def _copied_flow(
+    tmp_path: Path,
+    clusters: LocalClusters,
+    kafka_admin: Callable[..., AdminClient],
+    kafka_producer: Callable[..., Producer],
+    unique_topic: Callable[..., str],
+) -> tuple[Path, str, str]:
+    """A->B with 30 records copied (checkpoints and all), 10 more on A, and a group part-way on A."""
+    from mirrorflow.config.loader import load_config
+    from mirrorflow.replication.copy_plan import SourcePartitions, plan_copy
+    from mirrorflow.replication.copy_range import copy_range
+    from mirrorflow.replication.flow_cycle import TOPICS, run_control_plane
+
+    topic = unique_topic("fodag")
+    prefix = f"fodag-{uuid.uuid4().hex[:8]}-"
+    kafka_admin("A").create_topics([NewTopic(topic, 2, 1)])[topic].result()
+    path = tmp_path / "mm2.properties"
+    path.write_text(
+        mm2_config_text({a: clusters.bootstrap(a) for a in ("A", "B")}, "admin.timeout.ms = 30000\n")
+        + f"A->B.enabled = true\nA->B.topics = {topic}\nA->B.groups = {prefix}.*\n"
+        "A->B.heartbeats.replication.enabled = false\nA->B.mirrorflow.copy.mode = interval\n"
+        "mirrorflow.schedule = 1h\n"
+    )
+    flow = load_config(path).flow("A->B")
+    producer = kafka_producer("A")
+    for i in range(40):
+        producer.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode(), partition=i % 2)
+        if i == 29:
+            assert producer.flush(30) == 0
+            run_control_plane(flow, steps={TOPICS})
+            tasks = plan_copy(flow, [SourcePartitions(topic, f"A.{topic}", 2)], interval=True)
+            assert sum(copy_range(t).records for t in tasks) == 30
+    assert producer.flush(30) == 0
+    group = prefix + "g1"
+    offsets = [TopicPartition(topic, 0, 4), TopicPartition(topic, 1, 12)]
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            kafka_admin("A").alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, offsets)])[
+                group
+            ].result()
+            break
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+    return path, topic, group
+
+
+def _snapshot(kafka_admin: Callable[..., AdminClient], group: str, topic: str) -> dict[str, Any]:
+    from mirrorflow.kafka.acls import describe_topic_acls
+    from mirrorflow.kafka.groups import committed_offsets
+
+    a, b = kafka_admin("A"), kafka_admin("B")
+    return {
+        "acls_a": sorted(map(repr, describe_topic_acls(a, "A", 10))),
+        "acls_b": sorted(map(repr, describe_topic_acls(b, "B", 10))),
+        "topics_b": sorted(t for t in b.list_topics(timeout=10).topics if topic in t or "bootstrap" in t),
+        "groups_b": sorted(g.group_id for g in b.list_consumer_groups().result(timeout=10).valid),
+        "group_b": committed_offsets(b, "B", group, 10),
+        "group_a": committed_offsets(a, "A", group, 10),
+    }
+
+
+def _report_xcom(dag_run: Any) -> dict[str, Any]:
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        rows = session.scalars(
+            XComModel.get_many(run_id=dag_run.run_id, dag_ids=dag_run.dag_id, key="return_value", task_ids="report")
+        ).all()
+        [value] = [XComModel.deserialize_value(row) for row in rows]
+        assert isinstance(value, dict)
+        return value
+
+
+@pytest.mark.integration
+def test_a_dry_run_from_the_dag_succeeds_and_changes_nothing(
+    airflow_db: None,
+    tmp_path: Path,
+    kafka_clusters: LocalClusters,
+    kafka_admin: Callable[..., AdminClient],
+    kafka_producer: Callable[..., Producer],
+    unique_topic: Callable[..., str],
+    dag_bag: Callable[..., Any],
+    state_root: Path,
+) -> None:
+    config, topic, group = _copied_flow(tmp_path, kafka_clusters, kafka_admin, kafka_producer, unique_topic)
+    before = _snapshot(kafka_admin, group, topic)
+    dag = dag_bag(config).dags["mirrorflow_failover"]
+    conf = {"primary": "A", "dr": "B", "groups": group, "dry_run": True, "fence": "acl"}
+    dag_run = dag.test(run_conf={**conf, "fence_principals": ["User:dry"], "redirect": "topic"})
+    states = {ti.task_id: ti.state for ti in dag_run.get_task_instances()}
+    assert dag_run.state == "success", states
+    assert _snapshot(kafka_admin, group, topic) == before
+    assert paused_flows(state_root) == {}
+    pointer = _report_xcom(dag_run)
+    assert set(pointer) >= {"report", "dry_run", "completed", "groups", "partitions"}
+    assert pointer["dry_run"] is True and pointer["completed"] is False and pointer["groups"] == 1
+    report = json.loads(Path(pointer["report"]).read_text())
+    steps = {s["name"]: s for s in report["steps"]}
+    assert [s["name"] for s in report["steps"]] == list(STEP_NAMES)
+    assert {s["status"] for s in report["steps"]} <= {"planned", "skipped"}
+    assert sum(steps["drain"]["detail"]["would_copy"].values()) == 10, "read from the preflight task's results"
+    assert {r["group"] for r in steps["commit_offsets"]["detail"]["offsets"]} == {group}
+    assert report["fence"]["status"] == "would fence"
+    assert "offsets" not in json.dumps(pointer)
+
+
+@pytest.mark.integration
+def test_a_planned_failover_from_the_dag_commits_the_translated_offsets(
+    airflow_db: None,
+    tmp_path: Path,
+    kafka_clusters: LocalClusters,
+    kafka_admin: Callable[..., AdminClient],
+    kafka_producer: Callable[..., Producer],
+    unique_topic: Callable[..., str],
+    dag_bag: Callable[..., Any],
+    state_root: Path,
+) -> None:
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    from mirrorflow.airflow import tasks
+    from mirrorflow.config.loader import load_config
+    from mirrorflow.kafka.groups import committed_offsets
+    from mirrorflow.replication.remote_cluster_utils import translate_group
+
+    config, topic, group = _copied_flow(tmp_path, kafka_clusters, kafka_admin, kafka_producer, unique_topic)
+    dag = dag_bag(config).dags["mirrorflow_failover"]
+    conf = {"primary": "A", "dr": "B", "groups": group, "dry_run": False, "fence": "none", "max_lag_records": 1000}
+    dag_run = dag.test(run_conf=conf)
+    states = {ti.task_id: ti.state for ti in dag_run.get_task_instances()}
+    assert dag_run.state == "success", states
+    assert set(states.values()) == {"success"}, states
+
+    expected = translate_group(load_config(config), group, "A", "B", live=True)
+    assert {(t.topic, t.partition) for t in expected} == {(f"A.{topic}", 0), (f"A.{topic}", 1)}
+    on_b = committed_offsets(kafka_admin("B"), "B", group, 10)
+    assert {(t.topic, t.partition): t.offset for t in expected} == {tp: o.offset for tp, o in on_b.items()}
+
+    pointer = _report_xcom(dag_run)
+    report = json.loads(Path(pointer["report"]).read_text())
+    assert pointer["completed"] is True and report["completed"] and pointer["fence"] == "unfenced"
+    assert Path(pointer["report_md"]).read_text().startswith("# Failover A -> B (planned)")
+    # The flow is paused by the runbook: its DAG's tasks skip from now on (the marker root is the state root).
+    assert list(paused_flows(state_root)) == ["A->B"]
+    with pytest.raises(AirflowSkipException, match="paused"):
+        tasks.sync_topics(str(config), "A->B")
+
+
+@pytest.mark.integration
+def test_a_refused_task_resumes_exactly_there_when_run_again(
+    tmp_path: Path,
+    kafka_clusters: LocalClusters,
+    kafka_admin: Callable[..., AdminClient],
+    kafka_producer: Callable[..., Producer],
+    unique_topic: Callable[..., str],
+    state_root: Path,
+) -> None:
+    """The task callables as Airflow runs them (same run id = same state): the lag gate refuses preflight; once
+    the lag is gone, running that task again (a clear) passes and the later tasks each run their step once."""
+    from mirrorflow.airflow.failover_dag import REPORT_TASK, report_step, run_step
+    from mirrorflow.config.loader import load_config
+    from mirrorflow.replication.copy_plan import SourcePartitions, plan_copy
+    from mirrorflow.replication.copy_range import copy_range
+    from mirrorflow.replication.failover.runbook import FailoverFailed
+    from mirrorflow.replication.failover.state import StateStore
+
+    config, topic, group = _copied_flow(tmp_path, kafka_clusters, kafka_admin, kafka_producer, unique_topic)
+    params = {"primary": "A", "dr": "B", "groups": group, "dry_run": False, "fence": "none", "max_lag_records": 0}
+    common = {"config_path": str(config), "direction": "failover", "repo": str(tmp_path), "run_id": "manual__t1"}
+    with pytest.raises(FailoverFailed, match=r"'preflight' refused: replication lag 5 records > --max-lag-records 0"):
+        run_step(index=0, params=params, **common)
+    flow = load_config(config).flow("A->B")
+    rest = plan_copy(flow, [SourcePartitions(topic, f"A.{topic}", 2)], interval=True)
+    assert sum(copy_range(t).records for t in rest) == 10
+    for index, name in enumerate(STEP_NAMES):
+        assert run_step(index=index, params=params, **common)["step"] == name
+    pointer = report_step(params=params, **common)
+    assert pointer["completed"] is True and REPORT_TASK == "report"
+    [state_dir] = [p for p in state_root.iterdir() if p.is_dir()]
+    assert state_dir.name == "failover-A-B-manual__t1"
+    state = StateStore(state_dir).load()
+    assert state is not None and state.completed()
+    assert {s.name: s.attempts for s in state.steps.values()} == {
+        name: 2 if name == "preflight" else 1 for name in STEP_NAMES
+    }
