@@ -1,8 +1,12 @@
 """Readers and writers for the copy: a source reader pinned to one partition, and a target writer that is
 transactional (exactly-once) or idempotent (at-least-once).
 
-The copy loop in `mirrorflow.replication.copy_range` works on the Message objects these return; only client
-construction and the transactional protocol calls live here.
+The per-record hot loop (`TargetWriter.forward`) lives here, next to the client calls it makes, so that it can
+call confluent-kafka directly: one Python frame per batch of messages, not one per record.
+
+Client settings come in three strengths: the copy's correctness settings (isolation, idempotence, transactions)
+always apply; the throughput tuning below applies unless the operator's flow config sets the same key
+(`<source>.consumer.*`, `<target>.producer.*`); everything else is the operator's.
 """
 
 from __future__ import annotations
@@ -13,12 +17,71 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from mirrorflow.core.provenance import should_drop, with_origin
 from mirrorflow.kafka.clients import consumer as make_consumer
 from mirrorflow.kafka.clients import producer as make_producer
 from mirrorflow.kafka.errors import KafkaOperationError
 
 Message = Any  # confluent_kafka.Message; kept opaque above this layer.
 PARTITION_EOF = KafkaError._PARTITION_EOF
+
+# One partition per reader: librdkafka's 1 MiB per-partition fetch caps a fetch round trip at ~1000 records of
+# 1 KiB; 8 MiB keeps the prefetch queue full. Short fetch waits bound the latency of a caught-up copy.
+READER_DEFAULTS: Mapping[str, str | int] = {
+    "fetch.message.max.bytes": 8 * 1024 * 1024,
+    "fetch.wait.max.ms": 100,
+}
+# Batches close at a commit's flush anyway, so a longer linger costs no latency there and fills batches in
+# between (librdkafka's 1 MB `batch.size` is already the broker's default record-batch limit). 128 MiB of
+# unacknowledged records, not librdkafka's 1 GiB, keeps a copy task within its memory budget whatever the
+# record size.
+WRITER_DEFAULTS: Mapping[str, str | int] = {
+    "linger.ms": 20,
+    "queue.buffering.max.kbytes": 131072,
+}
+
+
+def tuned(conf: Mapping[str, str], defaults: Mapping[str, str | int]) -> dict[str, str | int]:
+    """`defaults` the operator's `conf` does not set (librdkafka reads `conf` first, so theirs win)."""
+    return {k: v for k, v in defaults.items() if k not in conf}
+
+
+class Batch:
+    """The records of one transaction: upstream offsets in produce order, their downstream offsets as delivery
+    reports arrive, and what the metrics need. One partition and an idempotent producer: reports come in
+    produce order, so `downstreams[i]` is the copy of `upstreams[i]`."""
+
+    __slots__ = (
+        "bytes",
+        "consumed_to",
+        "downstreams",
+        "dropped",
+        "errors",
+        "newest_ts",
+        "oldest_ts",
+        "on_delivery",
+        "ts_sum",
+        "upstreams",
+    )
+
+    def __init__(self, consumed_to: int) -> None:
+        self.consumed_to = consumed_to
+        self.upstreams: list[int] = []
+        self.downstreams: list[int] = []
+        self.errors: list[str] = []
+        self.bytes = self.dropped = self.ts_sum = 0
+        self.oldest_ts: int | None = None
+        self.newest_ts: int | None = None
+        record, errors = self.downstreams.append, self.errors.append
+
+        def on_delivery(err: KafkaError | None, msg: Message) -> None:
+            # Called once per record: a closure over bound appends is the cheapest callable there is.
+            if err is None:
+                record(msg.offset())
+            else:
+                errors(str(err))
+
+        self.on_delivery = on_delivery
 
 
 class PartitionReader:
@@ -42,6 +105,7 @@ class PartitionReader:
             "auto.offset.reset": "error",
             **(fetch_overrides or {}),
         }
+        settings = {**tuned(conf, READER_DEFAULTS), **settings}
         self._consumer: Consumer = make_consumer(conf, **settings)
         self._consumer.assign([TopicPartition(topic, partition, start)])
 
@@ -54,6 +118,11 @@ class PartitionReader:
             if err is not None and err.code() != PARTITION_EOF:
                 raise KafkaOperationError(self.cluster, f"reading {self.topic}-{self.partition}", err)
         return messages
+
+    def log_start(self) -> int | None:
+        """The source log start as of the latest fetch response (no request); None until one is known."""
+        low, _high = self._consumer.get_watermark_offsets(TopicPartition(self.topic, self.partition), cached=True)
+        return int(low) if low >= 0 else None
 
     def position(self) -> int:
         tp = self._consumer.position([TopicPartition(self.topic, self.partition)])[0]
@@ -83,6 +152,7 @@ class TargetWriter:
         self.timeout_s = timeout_s
         self.transactional = transactional_id is not None
         settings: dict[str, str | int | bool] = {
+            **tuned(conf, WRITER_DEFAULTS),
             "enable.idempotence": True,
             "acks": "all",
             **(overrides or {}),
@@ -129,6 +199,99 @@ class TargetWriter:
             except BufferError:
                 # The local queue is full: serve delivery reports until there is room again.
                 self._producer.poll(0.1)
+            except KafkaException as err:
+                raise KafkaOperationError(self.cluster, f"producing to {topic}-{partition}", err) from err
+
+    def forward(
+        self,
+        messages: Sequence[Message],
+        topic: str,
+        partition: int,
+        batch: Batch,
+        *,
+        end: int | None = None,
+        provenance: tuple[str, str] | None = None,
+    ) -> bool:
+        """Produce the records of `messages` (one source partition, in order) below `end` to `topic`-`partition`
+        with key, value, headers and timestamp; True once `end` is reached.
+
+        `provenance` = (source alias, target alias): records that started on the target are dropped, the
+        others carry their origin. Updates `batch`, including `consumed_to` past end-of-partition events.
+        """
+        produce = self._producer.produce
+        upstream = batch.upstreams.append
+        on_delivery = batch.on_delivery
+        never = 1 << 62  # beyond any offset or timestamp
+        limit = never if end is None else end
+        consumed = batch.consumed_to
+        nbytes, ts_sum, dropped = batch.bytes, batch.ts_sum, batch.dropped
+        oldest = never if batch.oldest_ts is None else batch.oldest_ts
+        newest = -never if batch.newest_ts is None else batch.newest_ts
+        produced = len(batch.upstreams)
+        reached = False
+        for m in messages:
+            err = m.error()
+            if err is not None:
+                if err.code() != PARTITION_EOF:
+                    raise KafkaOperationError(self.cluster, f"reading the source of {topic}-{partition}", err)
+                if m.offset() > consumed:
+                    consumed = m.offset()
+                continue
+            offset = m.offset()
+            if offset >= limit:
+                consumed, reached = max(consumed, limit), True
+                break
+            consumed = offset + 1
+            headers = m.headers()
+            if provenance is not None:
+                if should_drop(headers, provenance[1]):
+                    dropped += 1
+                    continue
+                headers = with_origin(headers, provenance[0])
+            value = m.value()
+            ts = m.timestamp()[1]
+            stamp = ts if ts > 0 else 0  # 0: the producer's clock, for records without a timestamp
+            try:
+                produce(topic, value, m.key(), partition, on_delivery=on_delivery, timestamp=stamp, headers=headers)
+            except BufferError:
+                self._produce_when_room(topic, partition, m, value, headers, on_delivery)
+            except KafkaException as e:
+                raise KafkaOperationError(self.cluster, f"producing to {topic}-{partition}", e) from e
+            upstream(offset)
+            ts_sum += ts
+            if ts < oldest:
+                oldest = ts
+            if ts > newest:
+                newest = ts
+            if value is not None:
+                nbytes += len(value)
+        batch.consumed_to = consumed
+        batch.bytes, batch.ts_sum, batch.dropped = nbytes, ts_sum, dropped
+        if len(batch.upstreams) > produced:
+            batch.oldest_ts, batch.newest_ts = oldest, newest
+        self._producer.poll(0)
+        return reached or consumed >= limit
+
+    def _produce_when_room(
+        self,
+        topic: str,
+        partition: int,
+        m: Message,
+        value: bytes | None,
+        headers: Sequence[tuple[str, bytes | None]] | None,
+        on_delivery: Callable[[KafkaError | None, Message], None],
+    ) -> None:
+        """The local queue is full: serve delivery reports until the record fits."""
+        ts = max(m.timestamp()[1], 0)
+        while True:
+            self._producer.poll(0.05)
+            try:
+                self._producer.produce(
+                    topic, value, m.key(), partition, on_delivery=on_delivery, timestamp=ts, headers=headers
+                )
+                return
+            except BufferError:
+                continue
             except KafkaException as err:
                 raise KafkaOperationError(self.cluster, f"producing to {topic}-{partition}", err) from err
 

@@ -15,6 +15,13 @@ crash in between re-copies at most that batch.
 
 MM2 offset syncs are written after each commit by a separate, non-transactional producer (as MM2 does), at
 every segment start and whenever downstream drift reaches `offset.lag.max`.
+
+The map forgets history below the source log start (retention, `delete_records`): at start and whenever the
+reader sees the log start move, segments wholly below it become tombstones in the next transaction, after
+`offset_syncs` has seen their records.
+
+Set-up reads (source bounds, stored progress, offset map and metrics) run in parallel threads: they are round
+trips that release the GIL, and they cost more than copying a small range.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from mirrorflow.core.errors import MirrorflowError
@@ -35,11 +43,10 @@ from mirrorflow.core.offset_map import (
 )
 from mirrorflow.core.offset_sync import OffsetSync
 from mirrorflow.core.progress import Progress, decode_progress, encode_progress
-from mirrorflow.core.provenance import should_drop, with_origin
 from mirrorflow.kafka.compacted_log import read_to_end
 from mirrorflow.kafka.metrics_store import MetricsPublisher, ensure_metrics_topic, read_snapshots
 from mirrorflow.kafka.offsets import partition_bounds
-from mirrorflow.kafka.transfer import PARTITION_EOF, Message, PartitionReader, TargetWriter
+from mirrorflow.kafka.transfer import Batch, PartitionReader, TargetWriter
 from mirrorflow.replication.metrics import PartitionMetrics, Snapshot, snapshot_key
 
 log = logging.getLogger(__name__)
@@ -70,8 +77,9 @@ class CopyTask:
     offset_lag_max: int
     provenance: bool
     timeout_s: float
-    batch_records: int = 20000
+    batch_records: int = 50000
     batch_ms: int = 500
+    batch_bytes: int = 64 * 1024 * 1024  # value bytes a transaction may hold, bounding a task's memory
     metrics_topic: str | None = None  # MM2's per-partition metrics go here (best-effort); None: not recorded
     metrics_replication_factor: int = 1
     source_consumer: Mapping[str, str] = field(default_factory=dict, repr=False)
@@ -97,22 +105,6 @@ class CopyResult:
     offset_syncs: int = 0
     max_latency_ms: int = 0
     latency_sum_ms: int = 0
-
-
-class _Deliveries:
-    """Collects downstream offsets from delivery reports, in produce order (one partition, idempotent)."""
-
-    __slots__ = ("errors", "offsets")
-
-    def __init__(self) -> None:
-        self.offsets: list[int] = []
-        self.errors: list[str] = []
-
-    def __call__(self, err: object, msg: Message) -> None:
-        if err is None:
-            self.offsets.append(msg.offset())
-        else:
-            self.errors.append(str(err))
 
 
 def load_progress(task: CopyTask) -> Progress | None:
@@ -147,20 +139,16 @@ def load_segments(task: CopyTask) -> list[Segment]:
     return list(segments.values())
 
 
-def restore_map(task: CopyTask, progress: Progress | None, start: int) -> OffsetMap:
+def restore_map(stored: list[Segment], progress: Progress | None, start: int) -> OffsetMap:
     """Continue the stored map, so that segments an at-least-once crash left beyond the committed progress are
     rewound (and tombstoned at the next commit) instead of contradicting the re-copy."""
-    stored = load_segments(task)
     if not stored:
         return OffsetMap(start=start)
     return OffsetMap.restore(stored, next_upstream=start, downstream_end=progress.downstream_end if progress else None)
 
 
-def resolve_start(task: CopyTask, progress: Progress | None) -> int:
+def resolve_start(task: CopyTask, progress: Progress | None, log_start: int, log_end: int) -> int:
     """Where to resume; a gap opened by source retention is an error, never a silent skip."""
-    log_start, log_end = partition_bounds(
-        task.source, task.source_consumer, task.topic, task.partition, timeout_s=task.timeout_s
-    )
     if progress is None:
         return log_end if task.start_at_latest else log_start
     if progress.next_upstream < log_start:
@@ -179,8 +167,19 @@ def resolve_start(task: CopyTask, progress: Progress | None) -> int:
     return progress.next_upstream
 
 
-def start_metrics(task: CopyTask, records_before: int) -> tuple[PartitionMetrics, MetricsPublisher] | None:
-    """The partition's metrics recorder, continuing the stored byte count; None (logged) when unavailable."""
+def prune(offset_map: OffsetMap, log_start: int | None, offset_lag_max: int) -> list[tuple[int, int]] | None:
+    """Forget the map below the source log start; None if that changes nothing, else the offset syncs of the
+    records not synced yet (`offset_syncs` must see records before they are pruned, or they get no sync)."""
+    start = offset_map.start
+    if log_start is None or start is None or log_start <= start:
+        return None
+    syncs = offset_map.offset_syncs(offset_lag_max)
+    offset_map.prune_below(log_start)
+    return syncs
+
+
+def load_metric_bytes(task: CopyTask) -> int | None:
+    """The partition's stored byte count (metrics continue it); None (logged) when metrics are unavailable."""
     if task.metrics_topic is None:
         return None
     try:
@@ -190,9 +189,17 @@ def start_metrics(task: CopyTask, records_before: int) -> tuple[PartitionMetrics
             return None
         stored = read_snapshots(task.target, task.target_consumer, task.metrics_topic, task.timeout_s)
         raw = stored.get(snapshot_key(task.remote_topic, task.partition))
-        bytes_before = int(Snapshot.decode(raw).values.get("byte-count", 0)) if raw else 0
+        return int(Snapshot.decode(raw).values.get("byte-count", 0)) if raw else 0
     except Exception as err:  # metrics are best-effort: never fail the copy for them
         log.warning("metrics: not recorded for %s-%s: %s", task.remote_topic, task.partition, err)
+        return None
+
+
+def start_metrics(
+    task: CopyTask, records_before: int, bytes_before: int | None
+) -> tuple[PartitionMetrics, MetricsPublisher] | None:
+    """The partition's metrics recorder, continuing the stored counts; None when metrics are unavailable."""
+    if task.metrics_topic is None or bytes_before is None:
         return None
     recorder = PartitionMetrics(
         source=task.source,
@@ -208,26 +215,57 @@ def start_metrics(task: CopyTask, records_before: int) -> tuple[PartitionMetrics
 
 def copy_range(task: CopyTask, *, on_batch: Callable[[CopyResult], None] | None = None) -> CopyResult:
     """Copy records of one partition until `task.end` (interval) or `task.run_seconds` (continuous)."""
-    writer = TargetWriter(
-        task.target,
-        task.target_producer,
-        transactional_id=task.transactional_id if task.exactly_once else None,
-        timeout_s=task.timeout_s,
-    )
+    with ThreadPoolExecutor(max_workers=3, thread_name_prefix="copy-setup") as pool:
+        bounds = pool.submit(
+            partition_bounds, task.source, task.source_consumer, task.topic, task.partition, timeout_s=task.timeout_s
+        )
+        metric_bytes = pool.submit(load_metric_bytes, task)
+        # Fencing first: the progress and map read below are final only once no older writer can commit.
+        writer = TargetWriter(
+            task.target,
+            task.target_producer,
+            transactional_id=task.transactional_id if task.exactly_once else None,
+            timeout_s=task.timeout_s,
+        )
+        try:
+            stored_progress = pool.submit(load_progress, task)
+            stored = load_segments(task)
+            progress = stored_progress.result()
+            log_start, log_end = bounds.result()
+            bytes_before = metric_bytes.result()
+        except BaseException:
+            writer.close()
+            raise
+    return _copy(task, writer, progress, stored, log_start, log_end, bytes_before, on_batch)
+
+
+def _copy(
+    task: CopyTask,
+    writer: TargetWriter,
+    progress: Progress | None,
+    stored: list[Segment],
+    log_start: int,
+    log_end: int,
+    bytes_before: int | None,
+    on_batch: Callable[[CopyResult], None] | None,
+) -> CopyResult:
     syncs_writer: TargetWriter | None = None
     reader: PartitionReader | None = None
     metrics: tuple[PartitionMetrics, MetricsPublisher] | None = None
     try:
-        progress = load_progress(task)
-        start = resolve_start(task, progress)
+        start = resolve_start(task, progress, log_start, log_end)
         epoch = progress.epoch + 1 if progress else 0
         copied_before = progress.records_copied if progress else 0
         down_end = progress.downstream_end if progress else 0
-        offset_map = restore_map(task, progress, start)
+        offset_map = restore_map(stored, progress, start)
+        lag = task.offset_lag_max
+        held_syncs = prune(offset_map, log_start, lag) or []
+        prune_pending = bool(held_syncs) or bool(offset_map.unflushed().deletes)
+        seen_log_start = log_start
         result = CopyResult(task.topic, task.partition, task.remote_topic, start, start, down_end)
-        if task.end is not None and start >= task.end:
+        if task.end is not None and start >= task.end and not prune_pending:
             return result
-        metrics = start_metrics(task, copied_before)
+        metrics = start_metrics(task, copied_before, bytes_before)
         if task.offset_syncs_topic is not None:
             syncs_writer = TargetWriter(
                 task.target if task.offset_syncs_on_target else task.source,
@@ -243,72 +281,61 @@ def copy_range(task: CopyTask, *, on_batch: Callable[[CopyResult], None] | None 
             start,
             read_committed=task.exactly_once,
         )
+        provenance = (task.source, task.target) if task.provenance else None
+        end, batch_records, batch_bytes = task.end, task.batch_records, task.batch_bytes
         deadline = None if task.run_seconds is None else time.monotonic() + task.run_seconds
         consumed_to = start
         committed_to = start
         while True:
-            if task.end is not None and consumed_to >= task.end:
+            at_end = end is not None and consumed_to >= end
+            if at_end and not prune_pending:
                 break
             if deadline is not None and time.monotonic() >= deadline:
                 break
             batch_deadline = time.monotonic() + task.batch_ms / 1000
-            upstreams: list[int] = []
-            oldest_ts, newest_ts, ts_sum, batch_bytes = None, None, 0, 0
-            deliveries = _Deliveries()
+            batch = Batch(consumed_to)
+            upstreams = batch.upstreams
             began = False
-            while len(upstreams) < task.batch_records and time.monotonic() < batch_deadline:
-                if task.end is not None and consumed_to >= task.end:
-                    break
-                messages = reader.read(min(task.batch_records - len(upstreams), 10000), 0.1)
-                for m in messages:
-                    err = m.error()
-                    if err is not None:
-                        if err.code() == PARTITION_EOF:
-                            consumed_to = max(consumed_to, m.offset())
-                        continue
-                    offset = m.offset()
-                    if task.end is not None and offset >= task.end:
-                        consumed_to = max(consumed_to, task.end)
-                        break
-                    consumed_to = offset + 1
-                    headers = m.headers()
-                    if task.provenance:
-                        if should_drop(headers, task.target):
-                            result.dropped += 1
-                            continue
-                        headers = with_origin(headers, task.source)
-                    if not began:
-                        writer.begin()
-                        began = True
-                    value = m.value()
-                    ts = m.timestamp()[1]
-                    writer.produce(task.remote_topic, task.partition, m.key(), value, ts, headers, deliveries)
-                    ts_sum += ts
-                    if oldest_ts is None or ts < oldest_ts:
-                        oldest_ts = ts
-                    if newest_ts is None or ts > newest_ts:
-                        newest_ts = ts
-                    upstreams.append(offset)
-                    batch_bytes += len(value) if value is not None else 0
-                writer.poll()
-            if not upstreams and consumed_to == committed_to:
+            while (
+                not at_end
+                and len(upstreams) < batch_records
+                and batch.bytes < batch_bytes
+                and time.monotonic() < batch_deadline
+            ):
+                messages = reader.read(min(batch_records - len(upstreams), 10000), 0.1)
+                if not messages:
+                    continue
+                if not began:
+                    writer.begin()
+                    began = True
+                at_end = writer.forward(
+                    messages, task.remote_topic, task.partition, batch, end=end, provenance=provenance
+                )
+            consumed_to = batch.consumed_to
+            result.dropped += batch.dropped
+            if not began and consumed_to == committed_to and not prune_pending:
                 continue
-            result.bytes += batch_bytes
+            result.bytes += batch.bytes
             polled_ms = int(time.time() * 1000)
             if not began:
                 writer.begin()
             writer.flush()
-            if deliveries.errors or len(deliveries.offsets) != len(upstreams):
+            downstreams = batch.downstreams
+            if batch.errors or len(downstreams) != len(upstreams):
                 writer.abort()
                 raise MirrorflowError(
                     f"flow {task.flow}: writing {task.remote_topic}-{task.partition} on '{task.target}' "
-                    f"failed: {deliveries.errors[0] if deliveries.errors else 'delivery reports missing'}"
+                    f"failed: {batch.errors[0] if batch.errors else 'delivery reports missing'}"
                 )
             now_ms = int(time.time() * 1000)
             if upstreams:
-                offset_map.record_batch(upstreams, deliveries.offsets)
-                down_end = deliveries.offsets[-1] + 1
+                offset_map.record_batch(upstreams, downstreams)
+                down_end = downstreams[-1] + 1
             offset_map.mark_consumed(consumed_to, downstream_end=down_end)
+            moved = reader.log_start()
+            if moved is not None and moved > seen_log_start:
+                seen_log_start = moved
+                held_syncs += prune(offset_map, moved, lag) or []
             changes = offset_map.unflushed()
             for segment in changes.upserts:
                 key, value = encode_segment(task.topic, task.partition, segment)
@@ -336,14 +363,17 @@ def copy_range(task: CopyTask, *, on_batch: Callable[[CopyResult], None] | None 
             writer.commit()
             offset_map.mark_flushed(changes)
             committed_to = consumed_to
-            result.transactions += 1 if began else 0
+            prune_pending = False
+            result.transactions += 1 if upstreams else 0
             result.next_upstream, result.downstream_end = consumed_to, down_end
-            if oldest_ts is not None:
+            if batch.oldest_ts is not None:
                 # MM2's replication-latency-ms: now minus the record timestamp, at acknowledgement.
-                result.max_latency_ms = max(result.max_latency_ms, now_ms - oldest_ts)
-                result.latency_sum_ms += now_ms * len(upstreams) - ts_sum
+                result.max_latency_ms = max(result.max_latency_ms, now_ms - batch.oldest_ts)
+                result.latency_sum_ms += now_ms * len(upstreams) - batch.ts_sum
+            syncs = held_syncs + offset_map.offset_syncs(lag, flush_latest=True)
+            held_syncs = []
             if syncs_writer is not None and task.offset_syncs_topic is not None:
-                for up, down in offset_map.offset_syncs(task.offset_lag_max, flush_latest=True):
+                for up, down in syncs:
                     sync = OffsetSync(task.topic, task.partition, up, down)
                     syncs_writer.produce(task.offset_syncs_topic, 0, sync.record_key(), sync.record_value())
                     result.offset_syncs += 1
@@ -351,10 +381,10 @@ def copy_range(task: CopyTask, *, on_batch: Callable[[CopyResult], None] | None 
             if metrics is not None:
                 metrics[0].record_batch(
                     records=len(upstreams),
-                    nbytes=batch_bytes,
-                    oldest_ts=oldest_ts,
-                    newest_ts=newest_ts,
-                    ts_sum=ts_sum,
+                    nbytes=batch.bytes,
+                    oldest_ts=batch.oldest_ts,
+                    newest_ts=batch.newest_ts,
+                    ts_sum=batch.ts_sum,
                     polled_ms=polled_ms,
                     acked_ms=now_ms,
                     next_upstream=consumed_to,

@@ -1,0 +1,43 @@
+"""Pure pieces of the copy: pruning keeps offset syncs for the records it forgets, and the copy's client tuning
+never overrides what the operator configured."""
+
+from __future__ import annotations
+
+from mirrorflow.core.offset_map import OffsetMap, Segment
+from mirrorflow.kafka.transfer import READER_DEFAULTS, WRITER_DEFAULTS, tuned
+from mirrorflow.replication.copy_range import prune
+
+
+def test_prune_syncs_the_records_it_forgets_then_tombstones_whole_segments() -> None:
+    m = OffsetMap(start=0)
+    m.record_batch([0, 1, 2], [0, 1, 2])
+    m.record_batch([5, 6], [4, 5])  # upstream gap: a second segment
+    m.record_batch([9, 10, 11], [7, 8, 9])
+    flushed = m.unflushed()
+    m.mark_flushed(flushed)
+
+    syncs = prune(m, 7, offset_lag_max=100)
+
+    assert syncs == [(0, 0), (5, 4), (9, 7)], "every segment start is synced before it can be forgotten"
+    assert m.segments() == (Segment(9, 7, 3),)
+    assert m.unflushed().deletes == (0, 5)
+    assert m.translate(7) == 7 and m.translate(10) == 8
+    assert prune(m, 7, offset_lag_max=100) is None, "an unmoved log start changes nothing"
+    assert prune(m, None, offset_lag_max=100) is None
+
+
+def test_prune_keeps_a_segment_that_straddles_the_log_start() -> None:
+    m = OffsetMap(start=0)
+    m.record_batch(list(range(10)), list(range(10)))
+    assert prune(m, 4, offset_lag_max=100) == [(0, 0)]
+    assert m.segments() == (Segment(0, 0, 10),)
+    assert m.unflushed().deletes == ()
+    assert m.translate(4) == 4
+
+
+def test_operator_settings_win_over_the_copy_defaults() -> None:
+    assert tuned({"linger.ms": "5", "bootstrap.servers": "x:9092"}, WRITER_DEFAULTS) == {
+        k: v for k, v in WRITER_DEFAULTS.items() if k != "linger.ms"
+    }
+    assert tuned({}, READER_DEFAULTS) == dict(READER_DEFAULTS)
+    assert "fetch.message.max.bytes" not in tuned({"fetch.message.max.bytes": "1048576"}, READER_DEFAULTS)
