@@ -119,3 +119,13 @@ def test_missing_file(tmp_path: Path) -> None:
     [error] = log.errors
     assert error.problem == "file not found"
     assert error.render().startswith(f"{tmp_path / 'nope.properties'}: file not found.")
+
+
+def test_plain_and_escaped_occurrences_of_a_key_last_one_wins(tmp_path: Path) -> None:
+    """Plain lines bypass jproperties (speed); the value must still be the last occurrence's, either way."""
+    text = "a = one\na = t\\u0077o\nb = x\\ty\nb = plain  \nc = keep\\\n    going\nd=:v\n"
+    props, _ = _read(tmp_path, text)
+    assert props is not None
+    assert props.values == {"a": "two", "b": "plain  ", "c": "keepgoing", "d": ":v"}
+    assert list(props.values) == ["a", "b", "c", "d"]
+    assert props.lines == {"a": 2, "b": 4, "c": 5, "d": 7}

@@ -41,6 +41,17 @@ def _sentence(text: str) -> str:
     return text if text.endswith((".", "?", "!")) else text + "."
 
 
+_MAX_PROBLEM = 1000
+
+
+def _shorten(text: str) -> str:
+    """A problem quoting a megabyte-long value stays readable: keep both ends, say how much was cut."""
+    if len(text) <= _MAX_PROBLEM:
+        return text
+    cut = len(text) - 800
+    return f"{text[:600]}... [{cut:,} characters omitted] ...{text[-200:]}"
+
+
 class ConfigError(UsageError):
     """The config file has errors; `issues` lists every one of them (warnings are not included)."""
 
@@ -70,6 +81,7 @@ class IssueLog:
         """Record an issue on `key`; its line is looked up unless given."""
         if line is None:
             line = self.line_of.get(key)
+        problem = _shorten(problem)
         marker = (severity, line, key, problem)
         if marker in self._seen:
             return

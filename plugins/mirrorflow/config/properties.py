@@ -4,6 +4,9 @@ jproperties parses the values (it follows java.util.Properties: `=`, `:` or whit
 continuations, `#`/`!` comments, escapes), but it does not expose line numbers, so a small pre-scan of the
 logical lines maps every key back to the line it starts on. The pre-scan also keeps the raw value text, which
 is how a regex that lost its backslashes to properties escaping is detected.
+
+jproperties reads character by character (~30 s for a 7 MB value), so only lines holding a backslash (escapes,
+continuations) go through it; on the others the pre-scan's raw value already is the final value.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ class _LogicalLine:
     line: int
     key: str
     raw_value: str
+    plain: bool  # one physical line without a backslash: no escape can change its key or value
 
 
 def read_properties(path: str | Path, log: IssueLog) -> PropertiesFile | None:
@@ -55,6 +59,7 @@ def read_properties(path: str | Path, log: IssueLog) -> PropertiesFile | None:
     logical = list(_logical_lines(text, comment_lines))
     lines: dict[str, int] = {}
     raw_values: dict[str, str] = {}
+    plain: dict[str, bool] = {}
     for entry in logical:
         if entry.key in lines:
             log.warn(
@@ -65,8 +70,13 @@ def read_properties(path: str | Path, log: IssueLog) -> PropertiesFile | None:
             )
         lines[entry.key] = entry.line
         raw_values[entry.key] = entry.raw_value
+        plain[entry.key] = entry.plain
     log.line_of.update(lines)
-    values = _parse_values(_blank_lines(text, comment_lines), log)
+    blank = comment_lines | {entry.line for entry in logical if entry.plain}
+    parsed = _parse_values(_blank_lines(text, blank), log)
+    # A key's last occurrence decides: plain -> its raw value; escaped -> jproperties' (the last it saw).
+    values = {key: raw_values[key] if plain[key] else parsed[key] for key in lines if plain[key] or key in parsed}
+    values.update({key: value for key, value in parsed.items() if key not in values})
     return PropertiesFile(name, values, lines, raw_values)
 
 
@@ -128,7 +138,7 @@ def _logical_lines(text: str, comment_lines: set[int]) -> Iterator[_LogicalLine]
             current += natural[i].lstrip(_WHITESPACE)
             i += 1
         key, raw_value = _split_key(current)
-        yield _LogicalLine(start, key, raw_value)
+        yield _LogicalLine(start, key, raw_value, plain=i == start and "\\" not in natural[start - 1])
 
 
 def _split_key(logical: str) -> tuple[str, str]:
