@@ -34,6 +34,11 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 browser:
 	command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium chromium-driver)
 
+# Debian's PostgreSQL server for the Airflow scheduler test on PostgreSQL (tests/airflow/test_scheduler_postgres.py).
+.PHONY: postgres
+postgres:
+	ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || (apt-get update && apt-get install -y postgresql)
+
 kafka-jars: setup
 	$(VENV)/bin/mirrorflow local jars
 
@@ -49,16 +54,52 @@ test-unit: setup
 test-integration: setup
 	$(PY) -m pytest -m integration $(PYTEST_ARGS)
 
-test: lint browser
+test: lint browser postgres
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-# The fault matrix with more trials than `make test` runs (each trial SIGKILLs a copy mid-range).
+# The fault matrix with the full trials (`make test` runs a CI-sized version of each; docs/reliability.md):
+# copy executors and Spark drivers SIGKILLed, source and target brokers restarted, an Airflow retry, and the
+# network cuts when their tests exist.
+FAULT_TESTS := tests/replication/test_copy_faults.py tests/replication/test_faults_brokers.py \
+	tests/spark/test_faults_driver.py tests/airflow/test_faults_retry.py \
+	$(wildcard tests/replication/test_faults_network.py)
 test-faults: setup
-	MIRRORFLOW_FAULT_TRIALS=10 $(PY) -m pytest tests/replication/test_copy_faults.py $(PYTEST_ARGS)
+	MIRRORFLOW_FAULT_TRIALS=10 $(PY) -m pytest $(FAULT_TESTS) $(PYTEST_ARGS)
+
+# SASL/SCRAM and TLS clusters end to end, and secrets searched for in every output (docs/security.md); all of it
+# also runs in `make test`.
+SECURITY_TESTS := tests/local/test_local_security.py tests/replication/test_security_live.py \
+	tests/airflow/test_secret_hygiene_dag.py tests/config/test_config_secret_reprs.py \
+	tests/replication/test_acl_sync.py tests/replication/test_acl_sync_live.py tests/airflow/test_dashboard.py
+.PHONY: test-security
+test-security: setup
+	$(PY) -m pytest $(SECURITY_TESTS) $(PYTEST_ARGS)
+
+# One hour of `mirrorflow run` under a steady load on local clusters it starts: lag bounded, RSS/fds/processes
+# flat, audit clean (docs/reliability.md). MIRRORFLOW_SOAK_SECONDS or SOAK_ARGS="--seconds 600" shortens it.
+.PHONY: soak
+soak: setup
+	$(PY) benchmarks/soak.py $(SOAK_ARGS)
 
 # Mirrorflow's copy against a bare confluent-kafka loop on local clusters it starts (docs/benchmarks.md).
 bench-copy: setup
 	$(PY) benchmarks/bench_copy.py $(BENCH_ARGS)
+
+# Planning, XCom, copy start-up and DAG parsing at 10,000 partitions and 100 flows, without a cluster
+# (docs/scaling.md). SIM_ARGS="--spark none" skips the Spark local job (one task per partition, 2,000 of them).
+.PHONY: scale-sim
+scale-sim: setup
+	$(PY) benchmarks/scale_sim.py $(SIM_ARGS)
+
+# Mirrorflow against real MirrorMaker 2 and the broker's raw limit on local clusters it starts; regenerates
+# docs/benchmarks.md and docs/benchmarks.png (~20 minutes). bench-quick: ~3 minutes, writes build/bench-quick/.
+.PHONY: bench
+bench: setup
+	$(PY) benchmarks/bench_all.py --write-docs $(BENCH_ARGS)
+
+.PHONY: bench-quick
+bench-quick: setup
+	$(PY) benchmarks/bench_all.py --quick --out build/bench-quick $(BENCH_ARGS)
 
 # The real `airflow standalone` over local clusters; the UI stays up until Ctrl-C (docs/airflow.md).
 airflow: setup

@@ -293,6 +293,7 @@ def test_a_planned_failover_from_the_dag_commits_the_translated_offsets(
     unique_topic: Callable[..., str],
     dag_bag: Callable[..., Any],
     state_root: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from airflow.sdk.exceptions import AirflowSkipException
 
@@ -302,6 +303,12 @@ def test_a_planned_failover_from_the_dag_commits_the_translated_offsets(
     from mirrorflow.replication.remote_cluster_utils import translate_group
 
     config, topic, group = _copied_flow(tmp_path, kafka_clusters, kafka_admin, kafka_producer, unique_topic)
+    expected = translate_group(load_config(config), group, "A", "B", live=True)
+    # B's address only in an Airflow connection, as the flow DAGs take credentials: the runbook must merge it.
+    text = config.read_text().replace(kafka_clusters.bootstrap("B"), UNREACHABLE["B"])
+    config.write_text(text + "B.mirrorflow.connection = fo_dag_b\n")
+    extra = {"bootstrap.servers": kafka_clusters.bootstrap("B")}
+    monkeypatch.setenv("AIRFLOW_CONN_FO_DAG_B", json.dumps({"conn_type": "kafka", "extra": extra}))
     dag = dag_bag(config).dags["mirrorflow_failover"]
     conf = {"primary": "A", "dr": "B", "groups": group, "dry_run": False, "fence": "none", "max_lag_records": 1000}
     dag_run = dag.test(run_conf=conf)
@@ -309,7 +316,6 @@ def test_a_planned_failover_from_the_dag_commits_the_translated_offsets(
     assert dag_run.state == "success", states
     assert set(states.values()) == {"success"}, states
 
-    expected = translate_group(load_config(config), group, "A", "B", live=True)
     assert {(t.topic, t.partition) for t in expected} == {(f"A.{topic}", 0), (f"A.{topic}", 1)}
     on_b = committed_offsets(kafka_admin("B"), "B", group, 10)
     assert {(t.topic, t.partition): t.offset for t in expected} == {tp: o.offset for tp, o in on_b.items()}

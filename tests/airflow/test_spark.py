@@ -93,10 +93,10 @@ def test_without_a_connection_the_flows_master_is_used_never_yarn(
 def test_a_defined_mirrorflow_spark_connection_wins_over_the_default(
     config: Path, tmp_path: Path, fake_spark: Callable[[], dict[str, Any]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(CONN_ENV, json.dumps({"conn_type": "spark", "host": "spark://spark-master:7077"}))
+    monkeypatch.setenv(CONN_ENV, json.dumps({"conn_type": "spark", "host": "yarn"}))
     assert operator(config, tmp_path).execute({}) is None  # a remote driver writes no local summary
     seen = fake_spark()
-    assert master_of(seen["argv"]) == "spark://spark-master:7077"
+    assert master_of(seen["argv"]) == "yarn"
     assert "--summary-file" not in seen["argv"]
     assert seen["env"]["PYSPARK_PYTHON"] is None
 

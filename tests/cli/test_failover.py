@@ -48,6 +48,7 @@ def _config(path: Path, a: str, b: str, body: str = "A->B.enabled = true\n") -> 
         (["--primary", "A", "--dr", "B", "--mode", "sideways"], "--mode sideways"),
         (["--primary", "A", "--dr", "B", "--redirect", "webhook"], "--redirect-target"),
         (["--primary", "A", "--dr", "B", "--groups", "g("], "--groups"),
+        (["--primary", "A", "--dr", "B", "--unfence-command", "true"], "--unfence-command"),
     ],
 )
 def test_bad_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str) -> None:

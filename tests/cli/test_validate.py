@@ -67,11 +67,13 @@ def test_human_output(capsys: pytest.CaptureFixture[str]) -> None:
     assert "isolation.level" in out
 
 
-def test_ignored_keys_are_listed(capsys: pytest.CaptureFixture[str]) -> None:
+def test_transform_chain_is_shown(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _run(capsys, str(CONFIGS / "seed004_transforms.properties"))
     assert code == 0
-    assert "Ignored keys" in out
-    assert "source->target.transforms.maskPII.type" in out
+    assert "source->target: transforms, in order:" in out
+    assert "1. addHeaders: org.apache.kafka.connect.transforms.InsertHeader [built-in InsertHeader]" in out
+    assert "unless isProduction" in out
+    assert "2. maskPII: com.example.transforms.MaskPIITransform [built-in MaskPII] (fields=" in out
 
 
 def test_errors_are_listed_one_per_line_with_exit_code_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

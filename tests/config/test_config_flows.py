@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
+from mirrorflow.config.issues import Issue
 from mirrorflow.config.model import Flow, MirrorConfig
 from mirrorflow.core.replication_policy import IdentityReplicationPolicy
 
@@ -56,8 +57,8 @@ def test_ignored_and_unknown_keys(load: Load) -> None:
         + "tasks.max = 8\n"
         + "dedicated.mode.enable.internal.rest = true\n"
         + "a.offset.storage.topic = mm2-offsets\n"
-        + "a->b.transforms = mask\n"
-        + "a->b.transforms.mask.type = com.example.Mask\n"
+        + "a->b.transforms = drop\n"
+        + "a->b.transforms.drop.type = Filter\n"
         + "a->b.sync.group.offsets = true\n"
         + "consumer.max.poll.records = 500\n"
         + "a.replication.factor = 3\n"
@@ -66,12 +67,10 @@ def test_ignored_and_unknown_keys(load: Load) -> None:
         "tasks.max",
         "dedicated.mode.enable.internal.rest",
         "a.offset.storage.topic",
-        "a->b.transforms",
-        "a->b.transforms.mask.type",
     )
     by_key = {w.key: w for w in config.warnings}
     assert by_key["a->b.sync.group.offsets"].fix == "did you mean a->b.sync.group.offsets.enabled?"
-    assert "records are copied as is" in by_key["a->b.transforms"].problem
+    assert "a->b.transforms" not in by_key, "transforms are applied (config/transforms.py), not ignored"
     assert "a.consumer.max.poll.records" not in by_key["consumer.max.poll.records"].fix
     assert "<alias>.consumer.max.poll.records" in by_key["consumer.max.poll.records"].fix
     assert "no effect per cluster" in by_key["a.replication.factor"].problem
@@ -184,9 +183,24 @@ def test_librdkafka_translation(load: Load) -> None:
     assert "key.deserializer dropped" in warnings["src.consumer.key.deserializer"]
 
 
-def test_jks_truststore_is_dropped_with_a_hint(load: Load) -> None:
-    config = load(THREE + "b.ssl.truststore.location = /etc/ssl/truststore.jks\nb.security.protocol = SSL\n")
-    assert "ssl.truststore.location" not in config.flow("a->b").target_producer.librdkafka()
-    [warning] = [w for w in config.warnings if w.key == "b.ssl.truststore.location"]
-    assert warning.line == 8
-    assert "ssl.ca.location" in warning.problem
+def test_jks_stores_are_refused_with_the_conversion_to_make(config_errors: Callable[..., list[Issue]]) -> None:
+    """librdkafka cannot read JKS: dropping the store would only move the failure to an opaque TLS handshake."""
+    issues = config_errors(
+        THREE + "b.ssl.truststore.location = /etc/ssl/truststore.jks\nb.security.protocol = SSL\n"
+        "b.ssl.keystore.location = /etc/ssl/keystore.jks\nb.ssl.keystore.password = ks-pass-77\n"
+    )
+    by_key = {issue.key: issue for issue in issues}
+    assert by_key["b.ssl.truststore.location"].line == 8
+    assert "JKS truststore cannot be read by librdkafka" in by_key["b.ssl.truststore.location"].problem
+    assert "ssl.truststore.type = PEM" in by_key["b.ssl.truststore.location"].fix
+    assert "keytool -importkeystore" in by_key["b.ssl.keystore.location"].fix
+    assert all("ks-pass-77" not in f"{issue.problem} {issue.fix}" for issue in issues)
+
+
+def test_pkcs12_keystore_and_pem_truststore_are_accepted(load: Load) -> None:
+    config = load(
+        THREE + "b.security.protocol = SSL\nb.ssl.truststore.type = PEM\nb.ssl.truststore.location = /ca.pem\n"
+        "b.ssl.keystore.type = PKCS12\nb.ssl.keystore.location = /k.p12\nb.ssl.keystore.password = ks-pass-77\n"
+    )
+    conf = config.flow("a->b").target_producer.librdkafka()
+    assert conf["ssl.ca.location"] == "/ca.pem" and conf["ssl.keystore.location"] == "/k.p12"

@@ -152,9 +152,13 @@ def test_seed004_filtering() -> None:
     assert [w.line for w in config.warnings] == [8]
 
 
-def test_seed004_transforms_are_listed_as_ignored() -> None:
+def test_seed004_transforms_are_applied() -> None:
     config = load_config(CONFIGS / "seed004_transforms.properties", environ={})
     assert [f.name for f in config.flows] == ["source->target"]
-    assert len(config.ignored_keys) == 11
-    assert all(".transforms" in k or ".predicates" in k for k in config.ignored_keys)
-    assert [w.key for w in config.warnings] == ["source->target.transforms"]
+    assert config.ignored_keys == ()
+    assert config.warnings == ()
+    chain = config.flows[0].transforms
+    assert [(t.name, t.predicate, t.negate) for t in chain.transforms] == [
+        ("addHeaders", "isProduction", True),
+        ("maskPII", None, False),
+    ]

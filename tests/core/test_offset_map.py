@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import itertools
 import time
+from bisect import bisect_left
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from mirrorflow.core.errors import MirrorflowError
@@ -76,6 +77,13 @@ class Model:
         if self.start is None or self.up_end is None or not self.start <= offset <= self.up_end:
             return None
         return next((d for u, d in self.pairs if u >= offset), self.replicated_end())
+
+    def untranslate(self, down: int) -> int | None:
+        """The first copy at or after downstream `down` that the source still holds, else the consumed end."""
+        if self.start is None or self.up_end is None:
+            return None
+        start = self.start
+        return max(start, next((u for u, d in self.pairs if d >= down and u >= start), self.up_end))
 
     def runs(self) -> list[Segment]:
         """Maximal runs of the pairs, without those wholly below start (what the map must hold)."""
@@ -206,6 +214,8 @@ class Harness:
         restored = OffsetMap.restore(
             self.stored.values(), next_upstream=ref.upstream_end, downstream_end=ref.downstream_end
         )
+        if ref.start is not None:  # the stored map does not hold the log start: a resumed copy prunes to it first
+            restored.prune_below(ref.start)
         check_invariants(restored)
         assert restored.segments() == ref.segments()
         assert (restored.upstream_end, restored.downstream_end) == (ref.upstream_end, ref.downstream_end)
@@ -242,6 +252,14 @@ class Harness:
             )
         for offset in range((model.up_end or 0) + 3):
             assert ref.translate(offset) == model.translate(offset), offset
+        # Copies the source still holds, in copy order: both offsets increase along it (I1).
+        kept = [(u, d) for u, d in model.pairs if model.start is not None and u >= model.start]
+        kept_u, kept_d = [u for u, _ in kept], [d for _, d in kept]
+        for down in range((model.replicated_end() or 0) + 3):
+            back = ref.untranslate(down)
+            assert back == model.untranslate(down), down
+            if back is not None:  # 0 re-reads, 0 skips: the copies read below `down` are those of u < back
+                assert bisect_left(kept_d, down) == bisect_left(kept_u, back), down
         if self.resumed is not None:  # a crash and resume loses at most the history below its first segment
             m = self.resumed
             check_invariants(m)
@@ -315,6 +333,15 @@ def test_exact_translation_and_mm2_syncs_match_the_model(
     begin=st.sampled_from([None, 0, 40]),
     history=st.lists(ops, max_size=8) | st.lists(ops, min_size=15, max_size=50),
 )
+# Found by Hypothesis: a resumed map must prune to the log start before a rewind reaches it.
+@example(
+    begin=0,
+    history=[("copy", [(0, 0)])] * 3
+    + [("copy", [(0, 0), (0, 0)]), ("prune", 0)]
+    + [("copy", [(0, 0)])] * 3
+    + [("copy", [(0, 0), (0, 0)]), ("copy", [(0, 0)]), ("prune", 4), ("flush", True), ("syncs", False)]
+    + [("copy", [(0, 0)]), ("rewind", 8)],
+)
 def test_rewinds_stay_exact(begin: int | None, history: list[tuple[Any, ...]]) -> None:
     h = Harness(begin, lag=3)
     for op in history:
@@ -359,6 +386,32 @@ def test_compaction_and_dropped_records_translate_to_the_next_copy() -> None:
     assert [m.translate(u) for u in range(9)] == [0, 1, 1, 1, 2, 2, 2, 2, 3]
     m.mark_consumed(20)  # a dropped tail translates to the replicated end
     assert m.translate(15) == 3 and m.translate(20) == 3 and m.translate(21) is None
+
+
+def test_untranslate_inverts_across_transaction_markers_and_dropped_records() -> None:
+    """Failback of a group that read the copy: downstream -> upstream, gaps on either side skipped."""
+    m = OffsetMap(start=0)
+    m.record_run(0, 0, 5)  # upstream 0-4 -> 0-4
+    m.record_run(6, 6, 3)  # upstream marker at 5; our commit marker took downstream 5; 6-8 -> 6-8
+    m.record(12, 9)  # 9-11 dropped by a filter (or aborted)
+    m.mark_consumed(15, downstream_end=11)  # 13-14 markers upstream; our marker at 10
+    assert [m.untranslate(d) for d in range(13)] == [0, 1, 2, 3, 4, 6, 6, 7, 8, 12, 15, 15, 15]
+    for d in range(13):  # never a skip of a copied record, never a re-read
+        u = m.untranslate(d)
+        assert u is not None and m.translate(u) is not None and m.translate(u) >= min(d, 10)
+    assert OffsetMap().untranslate(0) is None
+    with pytest.raises(ValueError):
+        m.untranslate(-1)
+
+
+def test_untranslate_after_pruning_never_goes_below_the_log_start() -> None:
+    m = OffsetMap(start=0)
+    m.record_run(0, 0, 10)
+    m.record_run(20, 10, 10)
+    m.prune_below(25)  # the first run is gone, the second straddles the new start
+    assert [m.untranslate(d) for d in (0, 9, 10, 14, 15, 19, 20)] == [25, 25, 25, 25, 25, 29, 30]
+    empty = OffsetMap(start=7)
+    assert empty.untranslate(0) == 7  # consumed, nothing copied: the group resumes at the consumed end
 
 
 def test_nothing_copied_yet() -> None:

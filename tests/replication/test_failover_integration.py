@@ -230,7 +230,9 @@ def test_dry_run_changes_nothing(
     assert not (tmp_path / "state").exists() and not (tmp_path / "redirect.json").exists()
 
 
+@pytest.mark.parametrize("method", ["acl", "command"])
 def test_a_fence_that_does_not_hold_is_rolled_back(
+    method: str,
     tmp_path: Path,
     write_config: Callable[..., MirrorConfig],
     kafka_admin: Callable[..., AdminClient],
@@ -238,7 +240,8 @@ def test_a_fence_that_does_not_hold_is_rolled_back(
     unique_topic: Callable[..., str],
 ) -> None:
     """On PLAINTEXT every client is User:ANONYMOUS, a super user: a deny ACL for another principal cannot stop
-    this producer, so the end offsets keep moving and the runbook must undo its fence."""
+    this producer, nor does a command that stops nothing, so the end offsets keep moving and the runbook must
+    undo its fence: delete its ACLs, or run the `--unfence-command`."""
     config, topic, prefix = _setup(write_config, kafka_admin, kafka_producer, unique_topic)
     principal = f"User:fo-{uuid.uuid4().hex[:6]}"
     stop = threading.Event()
@@ -260,8 +263,10 @@ def test_a_fence_that_does_not_hold_is_rolled_back(
         primary="A",
         dr="B",
         groups=f"{prefix}.*",
-        fence="acl",
-        fence_principals=(principal,),
+        fence=method,
+        fence_principals=(principal,) if method == "acl" else (),
+        fence_command="echo fenced" if method == "command" else None,
+        unfence_command=f"touch {tmp_path / 'unfenced'}" if method == "command" else None,
         fence_verify_seconds=1.0,
         state_dir=str(tmp_path / "state"),
     )
@@ -272,7 +277,9 @@ def test_a_fence_that_does_not_hold_is_rolled_back(
         stop.set()
         writer.join()
     message = str(failed.value)
-    assert "verify_fence" in message and "writes did not stop" in message and "1 deny-WRITE ACLs deleted" in message
+    undone = "1 deny-WRITE ACLs deleted" if method == "acl" else "the unfence command ran"
+    assert "verify_fence" in message and "writes did not stop" in message and undone in message
+    assert (tmp_path / "unfenced").exists() == (method == "command")
     assert failed.value.exit_code == 1
     assert not [b for b in describe_topic_acls(kafka_admin("A"), "A", 10) if b.principal == principal]
     state = StateStore(tmp_path / "state").load()
@@ -291,10 +298,19 @@ def test_acl_fence_bindings_are_created_once_and_deleted_exactly(
     bindings = fence_bindings([topic, topic], ["User:x1", "User:x2"])
     assert len(bindings) == 2
     assert len(apply_acl_fence(admin, "A", bindings, 10)) == 2
+
+    def visible(wanted: list[AclBinding]) -> None:
+        """ACLs reach the broker's cache after the controller commits them: wait until describe shows them."""
+        deadline = time.monotonic() + 30
+        while sorted((b for b in describe_topic_acls(admin, "A", 10) if b.resource_name == topic), key=repr) != wanted:
+            assert time.monotonic() < deadline, describe_topic_acls(admin, "A", 10)
+            time.sleep(0.3)
+
+    visible(sorted(bindings, key=repr))
     assert apply_acl_fence(admin, "A", bindings, 10) == [], "already there: nothing new to roll back"
     other = AclBinding("TOPIC", topic, "LITERAL", "User:keep", "*", "WRITE", "DENY")
     apply_acl_fence(admin, "A", [other], 10)
+    visible(sorted([*bindings, other], key=repr))
     assert roll_back_acl_fence(admin, "A", bindings, 10) == 2
-    left = [b for b in describe_topic_acls(admin, "A", 10) if b.resource_name == topic]
-    assert left == [other]
+    visible([other])
     delete_acls(admin, "A", [other], 10)

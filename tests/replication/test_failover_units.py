@@ -9,9 +9,11 @@ import pytest
 
 from mirrorflow.core.bootstrap_redirect import BootstrapRedirect, decode_redirect, encode_redirect, resolve
 from mirrorflow.core.errors import UsageError
+from mirrorflow.core.offset_map import OffsetMap
 from mirrorflow.replication.failover.fencing import moved, verify_writes_stopped
 from mirrorflow.replication.failover.runbook import FailoverOptions
 from mirrorflow.replication.failover.state import DONE, StateStore, paused_flows, write_pause_marker
+from mirrorflow.replication.offset_translation import FlowOffsetMaps, Translation
 
 
 def test_state_resumes_the_same_failover_and_refuses_another(tmp_path: Path) -> None:
@@ -64,6 +66,7 @@ def test_redirect_record_round_trips_and_the_newest_matching_wins() -> None:
         ({"redirect": "webhook", "redirect_target": "ftp://x"}, "http"),
         ({"max_lag_records": -1}, "0 or more"),
         ({"fence": "dance"}, "--fence dance"),
+        ({"fence": "none", "unfence_command": "true"}, "--unfence-command"),
     ],
 )
 def test_options_are_validated(changes: dict[str, object], message: str) -> None:
@@ -73,3 +76,26 @@ def test_options_are_validated(changes: dict[str, object], message: str) -> None
     assert (options.source, options.target) == ("A", "B")
     back = FailoverOptions(config="c", primary="A", dr="B", direction="failback")
     assert (back.source, back.target) == ("B", "A")
+
+
+def test_the_default_state_dir_honours_mirrorflow_state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where `mirrorflow run` and the flow DAGs look for pause markers: the CLI must write its state there too."""
+    options = FailoverOptions(config="c", primary="A", dr="B", direction="failback")
+    monkeypatch.setenv("MIRRORFLOW_STATE_DIR", str(tmp_path / "root"))
+    assert options.state_path() == tmp_path / "root" / "failback-A-B"
+    monkeypatch.delenv("MIRRORFLOW_STATE_DIR")
+    monkeypatch.chdir(tmp_path)
+    assert options.state_path() == tmp_path / "var" / "failover" / "failback-A-B"
+    given = FailoverOptions(config="c", primary="A", dr="B", state_dir=str(tmp_path / "mine"))
+    assert given.state_path() == tmp_path / "mine"
+
+
+def test_flow_offset_maps_invert_exactly_and_say_when_they_cannot() -> None:
+    forward = OffsetMap(start=0)
+    forward.record_run(0, 0, 4)  # upstream 0-3
+    forward.record_run(6, 5, 2)  # 4-5 were a transaction marker and an aborted record; our marker at 4
+    forward.mark_consumed(8, downstream_end=8)  # our last commit marker at 7
+    maps = FlowOffsetMaps({("orders", 0): forward})
+    assert [maps.untranslate("orders", 0, d).offset for d in range(10)] == [0, 1, 2, 3, 6, 6, 7, 8, 8, 8]
+    assert {maps.untranslate("orders", 0, d).status for d in range(10)} == {"exact"}
+    assert maps.untranslate("orders", 1, 3) == Translation(None, "not-copied")

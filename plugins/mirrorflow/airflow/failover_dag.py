@@ -11,6 +11,8 @@ to pending, as a fence rolled back). A dry run records nothing in the runbook's 
 results of earlier tasks in the run's state directory so later steps can read them, and never touches a cluster.
 A config that cannot be read builds no runbook DAG: `dags/mirrorflow_flows.py` already reports it as its import
 error. The last task, `report`, pushes only the report's path and small counts to XCom: never offsets or secrets.
+Credentials of `<alias>.mirrorflow.connection` Airflow connections are merged into the flow's clients at task run
+time (`with_connections`), exactly as the flow DAGs do.
 """
 
 from __future__ import annotations
@@ -93,6 +95,9 @@ def runbook_params(aliases: list[str]) -> dict[str, Param]:
             [], type="array", items={"type": "string", "pattern": "^[^:]+:.+$"}, title="Fence principals (Type:name)"
         ),
         "fence_command": Param(None, type=["null", "string"], title="Fence command (fence = command)"),
+        "unfence_command": Param(
+            None, type=["null", "string"], title="Unfence command (fence = command: run if the fence is rolled back)"
+        ),
         "fence_verify_seconds": Param(5.0, type="number", minimum=0, title="Seconds end offsets must stand still"),
         "redirect": Param("none", type="string", enum=list(REDIRECTS), title="Redirect method"),
         "redirect_target": Param(None, type=["null", "string"], title="Redirect target (file, command or URL)"),
@@ -156,6 +161,7 @@ def options_from_params(
         fence=str(params.get("fence") or "none"),
         fence_principals=tuple(str(p) for p in principals),
         fence_command=params.get("fence_command") or None,
+        unfence_command=params.get("unfence_command") or None,
         fence_verify_seconds=float(params.get("fence_verify_seconds", 5.0)),
         redirect=str(params.get("redirect") or "none"),
         redirect_target=params.get("redirect_target") or None,
@@ -180,6 +186,7 @@ def run_step(
     config_path: str, direction: str, repo: str, index: int, params: Mapping[str, Any], run_id: str
 ) -> dict[str, Any]:
     """Task `STEP_NAMES[index]`: that step of the runbook (after any earlier one the runbook reset)."""
+    from mirrorflow.airflow.connections import with_connections
     from mirrorflow.replication.failover.runbook import FailoverFailed, run_failover
     from mirrorflow.replication.failover.steps import STEPS
 
@@ -196,7 +203,7 @@ def run_step(
 
     log.info("%s %s -> %s, state in %s", direction, options.source, options.target, state_dir)
     try:
-        report = run_failover(options, steps=chosen, on_step=progress)
+        report = run_failover(options, steps=chosen, on_step=progress, prepare_flow=with_connections)
     except FailoverFailed as err:
         log.error("%s", err)
         raise
@@ -227,12 +234,13 @@ def _keep_planned(state_dir: Path, options: FailoverOptions, report: dict[str, A
 
 def report_step(config_path: str, direction: str, repo: str, params: Mapping[str, Any], run_id: str) -> dict[str, Any]:
     """The report of the whole run, written beside the state; XCom gets its path and counts only."""
+    from mirrorflow.airflow.connections import with_connections
     from mirrorflow.replication.failover.report import REPORT_JSON, REPORT_MD, render_markdown
     from mirrorflow.replication.failover.runbook import run_failover
 
     state_dir = run_state_dir(direction, params, run_id, Path(repo))
     options = options_from_params(params, config_path=config_path, direction=direction, state_dir=state_dir)
-    report = run_failover(options, steps=[])
+    report = run_failover(options, steps=[], prepare_flow=with_connections)
     if options.dry_run:  # the runbook writes no report for a dry run; the operator still wants to read it
         state_dir.mkdir(parents=True, exist_ok=True)
         (state_dir / REPORT_JSON).write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")

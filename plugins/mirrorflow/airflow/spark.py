@@ -9,7 +9,9 @@ master is settled here, at run time, before the hook is built:
 A flow that sets `mirrorflow.spark.master` explicitly and a connection that points elsewhere is an error.
 
 With a local master the job runs on the worker: `spark-submit` and the executors' Python come from the
-interpreter running Airflow (pip-installed pyspark finds SPARK_HOME through that `bin/`).
+interpreter running Airflow (pip-installed pyspark finds SPARK_HOME through that `bin/`). On a standalone
+cluster (`spark://...`) the driver still runs here (client mode, the only one Spark offers Python there) and the
+executors get the package as `--py-files` and a packed env as `--archives` (`mirrorflow.spark.packaging`).
 """
 
 from __future__ import annotations
@@ -28,9 +30,20 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 
 from mirrorflow.config.overrides import CLUSTER_SETTINGS_ENV
 from mirrorflow.core.errors import MirrorflowError, UsageError
+from mirrorflow.spark.packaging import ARCHIVE_ALIAS, cluster_conf, is_standalone, package_py_files, packed_env
 
 SPARK_CONN_ID = "mirrorflow_spark"
-SUMMARY_KEYS = ("records", "bytes", "dropped", "transactions", "offset_syncs", "max_latency_ms", "avg_latency_ms")
+SUMMARY_KEYS = (
+    "records",
+    "bytes",
+    "dropped",
+    "filtered",
+    "dead_lettered",
+    "transactions",
+    "offset_syncs",
+    "max_latency_ms",
+    "avg_latency_ms",
+)
 
 
 def conn_env_var(conn_id: str) -> str:
@@ -39,6 +52,11 @@ def conn_env_var(conn_id: str) -> str:
 
 def is_local(master: str) -> bool:
     return master.strip().startswith("local")
+
+
+def driver_is_here(master: str) -> bool:
+    """Whether the job's driver runs in this task's process tree (so its summary file can be read back)."""
+    return is_local(master) or is_standalone(master)
 
 
 def connection_master(conn: Any) -> str:
@@ -130,32 +148,41 @@ class MirrorflowCopyOperator(SparkSubmitOperator):
             raise MirrorflowError(f"the copy job {self.application} does not exist; check the Mirrorflow checkout")
         base_args = list(self.application_args or [])
         base_env = dict(self.env_vars or {})
+        base_ship = (self.py_files, self._archives, self.conf)
         with (
             spark_connection(SPARK_CONN_ID, self.spark_master, self.explicit_master, self.flow_name) as master,
             tempfile.TemporaryDirectory(prefix="mirrorflow-copy-") as tmp,
         ):
-            summary_file = Path(tmp) / "summary.json" if is_local(master) else None
+            summary_file = Path(tmp) / "summary.json" if driver_is_here(master) else None
             self.application_args = [*base_args, "--master", master]
             if summary_file is not None:
                 self.application_args += ["--summary-file", str(summary_file)]
             self.env_vars = {**base_env, **self._job_env(master)}
+            if is_standalone(master):
+                self.py_files = ",".join(filter(None, [base_ship[0], str(package_py_files(Path(tmp)))]))
+                self._archives = ",".join(filter(None, [base_ship[1], f"{packed_env()}#{ARCHIVE_ALIAS}"]))
+                self.conf = {**(base_ship[2] or {}), **cluster_conf()}
             self._hook = None
             try:
                 super().execute(context)
             finally:
                 self.application_args, self.env_vars = base_args, base_env
+                self.py_files, self._archives, self.conf = base_ship
             if summary_file is None or not summary_file.is_file():
                 return None
             summary = json.loads(summary_file.read_text())
         result = {key: summary[key] for key in SUMMARY_KEYS if key in summary}
         result.update(flow=self.flow_name, master=master, partitions=len(summary.get("ranges", [])))
         self.log.info("flow %s: copied %s", self.flow_name, result)
+        self.log.info("executors ran: %s", summary.get("executors"))
         return result
 
     def _job_env(self, master: str) -> dict[str, str]:
         env: dict[str, str] = {}
-        if is_local(master):
+        if driver_is_here(master):
             env.update(local_env())
+            if not is_local(master):
+                del env["PYSPARK_PYTHON"]  # executors run the shipped env (cluster_conf)
             if shutil.which(self.binary, path=env["PATH"]) is None:
                 raise MirrorflowError(
                     f"{self.binary} is not on PATH ({env['PATH']}); install pyspark into Airflow's environment "

@@ -26,6 +26,7 @@ def _register() -> None:
         metrics_cmd,
         plan_cmd,
         run_cmd,
+        spark_cmd,
         translate_cmd,
         validate_cmd,
     )
@@ -39,6 +40,7 @@ def _register() -> None:
     failover_cmd.register(app)
     failover_cmd.register_failback(app)
     audit_cmd.register(app)
+    spark_cmd.register(app)
 
 
 def main(argv: list[str] | None = None) -> None:

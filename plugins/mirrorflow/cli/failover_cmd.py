@@ -37,6 +37,10 @@ Principals = Annotated[
     str | None, typer.Option("--fence-principals", help="Comma-separated principals, e.g. User:app1,User:app2.")
 ]
 FenceCommand = Annotated[str | None, typer.Option("--fence-command", help="Shell command that stops the producers.")]
+UnfenceCommand = Annotated[
+    str | None,
+    typer.Option("--unfence-command", help="With --fence command: shell command run when the fence is rolled back."),
+]
 FenceSeconds = Annotated[
     float, typer.Option("--fence-verify-seconds", help="How long end offsets must stand still to prove the fence.")
 ]
@@ -53,7 +57,11 @@ MaxLagSeconds = Annotated[
     float | None, typer.Option("--max-lag-seconds", help="Planned: refuse above this replication lag (seconds).")
 ]
 StateDir = Annotated[
-    Path | None, typer.Option("--state-dir", help="Where state and reports live (default var/failover/...).")
+    Path | None,
+    typer.Option(
+        "--state-dir",
+        help="Where state and reports live (default: $MIRRORFLOW_STATE_DIR or var/failover, /<kind>-<primary>-<dr>).",
+    ),
 ]
 Restart = Annotated[bool, typer.Option("--restart", help="Discard a previous run's state and start over.")]
 Config = Annotated[Path, typer.Argument(help="The mm2.properties file.", show_default=False)]
@@ -68,6 +76,7 @@ def failover(
     fence: Fence = "none",
     fence_principals: Principals = None,
     fence_command: FenceCommand = None,
+    unfence_command: UnfenceCommand = None,
     fence_verify_seconds: FenceSeconds = 5.0,
     redirect: Redirect = "none",
     redirect_target: RedirectTarget = None,
@@ -91,6 +100,7 @@ def failback(
     fence: Fence = "none",
     fence_principals: Principals = None,
     fence_command: FenceCommand = None,
+    unfence_command: UnfenceCommand = None,
     fence_verify_seconds: FenceSeconds = 5.0,
     redirect: Redirect = "none",
     redirect_target: RedirectTarget = None,
@@ -120,6 +130,7 @@ def _run(direction: str, **args: Any) -> None:
         fence=args["fence"],
         fence_principals=principals,
         fence_command=args["fence_command"],
+        unfence_command=args["unfence_command"],
         fence_verify_seconds=args["fence_verify_seconds"],
         redirect=args["redirect"],
         redirect_target=args["redirect_target"],

@@ -46,16 +46,28 @@ def up(
     ] = None,
     heap: Annotated[str, typer.Option("--heap", help="Maximum JVM heap of each broker.")] = "512m",
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for the brokers.")] = 120.0,
+    security_kind: Annotated[
+        str | None,
+        typer.Option(
+            "--security",
+            help="Secure the broker listeners of new clusters: sasl (SCRAM-SHA-512), tls (mutual TLS) or sasl_ssl. "
+            "Passwords and certificates go to --dir/security/; mm2.properties reads them with ${file:...}.",
+        ),
+    ] = None,
 ) -> None:
     """Start the clusters (or keep them running) and write clusters.json and mm2.properties into --dir."""
     aliases = [alias.strip() for alias in clusters.split(",") if alias.strip()]
     if not aliases:
         raise UsageError("--clusters is empty; give aliases such as --clusters primary,backup")
     started = time.monotonic()
-    local = LocalClusters.up(aliases, directory, base_port=base_port, heap_max=heap, timeout_s=timeout)
+    local = LocalClusters.up(
+        aliases, directory, base_port=base_port, heap_max=heap, timeout_s=timeout, security_kind=security_kind
+    )
     elapsed = time.monotonic() - started
     _print_status(local)
     typer.echo(f"ready in {elapsed:.1f}s; contract files: {local.clusters_file} and {local.mm2_properties_file}")
+    if local.security is not None:
+        typer.echo(f"listeners: {local.security.protocol}; client settings in {local.mm2_properties_file}")
     typer.echo(f"stop with: mirrorflow local down --dir {local.directory}")
 
 

@@ -60,8 +60,13 @@ def validate(
 
 def as_document(loaded: MirrorConfig) -> dict[str, Any]:
     """The stable `validate --json` document (DESIGN §6); secrets appear as `***`."""
+    flows: list[dict[str, Any]] = []
+    for f in loaded.flows:
+        flows.append({"source": f.source, "target": f.target, "settings": f.effective_settings()})
+        if not f.transforms.empty:
+            flows[-1]["transforms"] = f.transforms.describe()
     return {
-        "flows": [{"source": f.source, "target": f.target, "settings": f.effective_settings()} for f in loaded.flows],
+        "flows": flows,
         "ignored_keys": list(loaded.ignored_keys),
         "heartbeat_pairs": [list(pair) for pair in loaded.heartbeat_pairs],
         "warnings": [issue.render() for issue in loaded.warnings],
@@ -102,6 +107,10 @@ def _print_human(loaded: MirrorConfig, subset: list[str]) -> None:
         for key, value in flow.effective_settings().items():
             table.add_row(key, value)
         console.print(table)
+        if not flow.transforms.empty:
+            console.print(f"{flow.name}: transforms, in order:")
+            for number, line in enumerate(flow.transforms.describe(), start=1):
+                console.print(f"  {number}. {line}", soft_wrap=True)
     pairs = ", ".join(f"{s}->{t}" for s, t in loaded.heartbeat_pairs) or "none"
     console.print(f"Heartbeat pairs: {pairs}", soft_wrap=True)
     if loaded.ignored_keys:

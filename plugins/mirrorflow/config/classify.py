@@ -22,6 +22,7 @@ from mirrorflow.config.keys import (
     REGEX_LIST_KEYS,
     SECURITY_PROTOCOLS,
     TOP_LEVEL_KEYS,
+    TRANSFORM_PREFIXES,
     WORKER_PREFIXES,
     KeySpec,
     flow_key_spec,
@@ -84,12 +85,6 @@ class _Classifier:
     def _spec(self, key: str, spec: KeySpec, shown: str) -> None:
         if spec.status == "ignored":
             self.ignored.append(key)
-        if spec.name == "transforms" and self.props.values[key].strip():
-            self.log.warn(
-                key,
-                "single message transforms are Java classes and are not applied: records are copied as is",
-                "filter or mask the data before or after replication",
-            )
         value = self.props.values[key]
         if not has_reference(value):
             try:
@@ -151,6 +146,8 @@ class _Classifier:
             self._spec(key, spec, key)
         elif sub in LEGACY_ALIASES:
             self._legacy(key, sub)
+        elif sub.startswith(TRANSFORM_PREFIXES):
+            return  # checked per flow by config/transforms.py
         elif sub.startswith(tuple(FLOW_ONLY_PREFIXES)):
             self.ignored.append(key)
         elif sub.startswith((*CLIENT_PREFIXES, *_DIRECT_CLIENT_PREFIXES, "config.providers", "replication.policy.")):
@@ -197,7 +194,9 @@ class _Classifier:
             self._spec(key, spec, key)
         elif key in LEGACY_ALIASES:
             self._legacy(key, key)
-        elif key.startswith(("config.providers.", "replication.policy.")) or key in CONNECTION_KEYS:
+        elif key.startswith(("config.providers.", "replication.policy.", *TRANSFORM_PREFIXES)):
+            return  # transforms.* and predicates.*: inherited by every flow, checked by config/transforms.py
+        elif key in CONNECTION_KEYS:
             return
         elif key.startswith("mirrorflow."):
             self._mirrorflow(key, key, "")

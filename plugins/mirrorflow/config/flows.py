@@ -18,10 +18,11 @@ from mirrorflow.config.keys import (
     flow_key_spec,
     is_secret_key,
 )
-from mirrorflow.config.librdkafka import to_librdkafka
+from mirrorflow.config.librdkafka import to_librdkafka, unreadable_stores
 from mirrorflow.config.model import TYPED_FIELDS, Flow
 from mirrorflow.config.precedence import Entries, Role, Side, connector_settings, flow_client
 from mirrorflow.config.providers import ProviderError, Providers
+from mirrorflow.config.transforms import build_chain, inherit_transform_keys
 from mirrorflow.config.values import ValueProblem, parse_bool, parse_enum, parse_int
 from mirrorflow.core.errors import UsageError
 from mirrorflow.core.patterns import PatternError, compile_patterns, parse_list
@@ -79,6 +80,7 @@ def build_flow(raw: Mapping[str, str], source: str, target: str, providers: Prov
     """The flow `source->target`; problems go to `log` and the flow falls back to defaults for bad values."""
     entries = connector_settings(raw, source, target)
     _apply_legacy_aliases(entries, log)
+    inherit_transform_keys(raw, entries)
     reader = _Resolver(entries, providers, log)
     fields: dict[str, Any] = {"source": source, "target": target, "name": f"{source}->{target}"}
     for field_name, key in TYPED_FIELDS.items():
@@ -90,6 +92,7 @@ def build_flow(raw: Mapping[str, str], source: str, target: str, providers: Prov
     fields["settings"] = {k: (MASK if is_secret_key(k) else v) for k, (v, _) in sorted(entries.items())}
     for field_name, side_name, role in CLIENT_ROLES:
         fields[field_name] = _client(reader, side_name, role, fields["name"])
+    fields["transforms"] = build_chain(reader, source)
     flow = Flow(**fields)
     _check_regexes(reader, flow)
     _check_policy(reader, flow)
@@ -157,7 +160,12 @@ def _client(reader: _Resolver, side: Side, role: Role, flow_name: str) -> Client
             reader.log.error(entries["security.protocol"][1] or "security.protocol", problem.problem, problem.fix)
             del values["security.protocol"]
     _, notes = to_librdkafka(values)
+    errors = unreadable_stores(values)
+    for key, what, fix in errors:
+        reader.log.error(entries[key][1] if key in entries and entries[key][1] else key, what, fix)
     for key, what in notes:
+        if any(key == error[0] for error in errors):
+            continue
         origin = entries[key][1] if key in entries and entries[key][1] else key
         reader.log.warn(origin, f"{key} {what}", "")
     return ClientConfig.from_mapping(values)

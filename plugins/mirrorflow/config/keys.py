@@ -55,12 +55,15 @@ _CONNECTOR_FRAMEWORK = [
     KeySpec("key.converter", "class", None, status="ignored", why="records are copied as raw bytes"),
     KeySpec("value.converter", "class", None, status="ignored", why="records are copied as raw bytes"),
     KeySpec("header.converter", "class", None, status="ignored", why="records are copied as raw bytes"),
-    KeySpec("transforms", "list", "", status="ignored", why="single message transforms are Java classes"),
-    KeySpec("predicates", "list", "", status="ignored", why="single message transforms are Java classes"),
+    KeySpec("transforms", "list", ""),  # the chain itself: config/transforms.py
+    KeySpec("predicates", "list", ""),
     KeySpec("config.action.reload", "string", "restart", status="ignored", why=_CONNECT),
     KeySpec("errors.retry.timeout", "long", "0", status="ignored", why=_CONNECT),
     KeySpec("errors.retry.delay.max.ms", "long", "60000", status="ignored", why=_CONNECT),
-    KeySpec("errors.tolerance", "string", "none", status="ignored", why=_CONNECT),
+    KeySpec("errors.tolerance", "enum", "none", choices=("none", "all"), case_insensitive=True),
+    # Connect defines these for sink connectors only; here they name the transforms' dead-letter topic.
+    KeySpec("errors.deadletterqueue.topic.name", "string", None),
+    KeySpec("errors.deadletterqueue.topic.replication.factor", "short", "-1"),
     KeySpec("errors.log.enable", "bool", "false", status="ignored", why=_CONNECT),
     KeySpec("errors.log.include.messages", "bool", "false", status="ignored", why=_CONNECT),
 ]
@@ -202,9 +205,9 @@ FLOW_ONLY_KEYS: dict[str, KeySpec] = {
         KeySpec("topic.creation.groups", "list", "", status="ignored", why=_CONNECT),
     ]
 }
+TRANSFORM_PREFIXES = ("transforms.", "predicates.")
+"""`transforms.<name>.*` and `predicates.<name>.*`: read per flow, or from the top level, by config/transforms.py."""
 FLOW_ONLY_PREFIXES = {
-    "transforms.": "single message transforms are Java classes",
-    "predicates.": "single message transforms are Java classes",
     "topic.creation.": _CONNECT,
     "consumer.override.": _CONNECT,
     "admin.override.": _CONNECT,

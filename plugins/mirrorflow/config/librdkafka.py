@@ -69,7 +69,49 @@ _TRUSTSTORE_HINT = (
     "librdkafka cannot read Java truststores: set ssl.truststore.type = PEM with a PEM CA bundle in "
     "ssl.truststore.location (used as librdkafka's ssl.ca.location), or set ssl.ca.location"
 )
+_JVM_CA_STORE_HINT = (
+    "it is the JVM's public CA list; librdkafka verifies against the system CA store instead "
+    "(set ssl.truststore.type = PEM with a PEM bundle to choose the CAs)"
+)
 _KEYSTORE_HINT = "librdkafka cannot read JKS keystores: convert it to PKCS12 or PEM and set ssl.keystore.type"
+_TRUSTSTORE_FIX = (
+    "export the CA certificates as PEM (`keytool -exportcert -rfc -alias CA_ALIAS -keystore STORE > ca.pem`) and "
+    "set ssl.truststore.type = PEM and ssl.truststore.location = ca.pem (MM2 reads PEM truststores too)"
+)
+_KEYSTORE_FIX = (
+    "convert it (`keytool -importkeystore -srckeystore STORE -destkeystore store.p12 -deststoretype PKCS12`) "
+    "and set ssl.keystore.type = PKCS12, or use ssl.keystore.type = PEM (MM2 reads both)"
+)
+
+
+def unreadable_stores(props: Mapping[str, str]) -> list[tuple[str, str, str]]:
+    """(key, problem, fix) for TLS stores librdkafka cannot read: without them the TLS handshake would fail
+    later with an opaque certificate error, so validation refuses the file instead (no value is named)."""
+    problems = []
+    trust_type = props.get("ssl.truststore.type", "JKS").strip().upper()
+    if (
+        trust_type != "PEM"
+        and not _is_jvm_ca_store(props)
+        and ("ssl.truststore.location" in props or "ssl.truststore.certificates" in props)
+    ):
+        problems.append(
+            (
+                "ssl.truststore.location",
+                f"a {trust_type} truststore cannot be read by librdkafka (only PEM; JKS is Java's default type)",
+                _TRUSTSTORE_FIX,
+            )
+        )
+    key_type = props.get("ssl.keystore.type", "JKS").strip().upper()
+    if key_type not in ("PEM", "PKCS12") and "ssl.keystore.location" in props:
+        problems.append(
+            (
+                "ssl.keystore.location",
+                f"a {key_type} keystore cannot be read by librdkafka (only PKCS12 or PEM; JKS is Java's default)",
+                _KEYSTORE_FIX,
+            )
+        )
+    return problems
+
 
 _JAAS = re.compile(r"^\s*(?P<module>[\w.$]+)\s+(?P<flag>\w+)\s*(?P<options>.*?)\s*;?\s*$", re.DOTALL)
 _JAAS_OPTION = re.compile(r'([\w.\-]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s;"]+))')
@@ -151,8 +193,16 @@ def _truststore(props: Mapping[str, str], conf: dict[str, str], notes: list[Note
             conf["ssl.ca.location"] = props["ssl.truststore.location"]
         if "ssl.truststore.certificates" in props:
             conf["ssl.ca.pem"] = props["ssl.truststore.certificates"]
+    elif _is_jvm_ca_store(props):
+        notes.append(("ssl.truststore.location", f"dropped: {_JVM_CA_STORE_HINT}"))
     elif "ssl.truststore.location" in props or "ssl.truststore.certificates" in props:
         notes.append(("ssl.truststore.location", f"dropped: {_TRUSTSTORE_HINT}"))
+
+
+def _is_jvm_ca_store(props: Mapping[str, str]) -> bool:
+    """The JVM's own list of public CAs: librdkafka's default, the system CA store, plays the same part."""
+    location = props.get("ssl.truststore.location", "").strip().replace("\\", "/")
+    return location.rsplit("/", 1)[-1] in ("cacerts", "jssecacerts")
 
 
 def _keystore(props: Mapping[str, str], conf: dict[str, str], notes: list[Note]) -> None:

@@ -7,21 +7,24 @@ so it can be shipped as JSON to an Airflow task or a Spark executor (`to_json(re
 
 from __future__ import annotations
 
-from typing import Literal
+import dataclasses
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, SerializationInfo, field_serializer
 
-from mirrorflow.config.clients import ClientConfig
+from mirrorflow.config.clients import MASK, ClientConfig
 from mirrorflow.config.issues import Issue
 from mirrorflow.config.keys import (
     DEFAULT_CONFIG_PROPERTIES_EXCLUDE,
     DEFAULT_GROUPS_EXCLUDE,
     DEFAULT_POLICY,
     DEFAULT_TOPICS_EXCLUDE,
+    is_secret_key,
 )
 from mirrorflow.core.errors import UsageError
 from mirrorflow.core.patterns import parse_list
 from mirrorflow.core.replication_policy import ReplicationPolicy, load_replication_policy
+from mirrorflow.core.transforms import ChainSpec
 
 _FROZEN = ConfigDict(frozen=True)
 
@@ -156,6 +159,8 @@ class Flow(BaseModel):
     spark_master: str = "local[*]"
     source_connection: str | None = None
     target_connection: str | None = None
+    transforms: ChainSpec = ChainSpec()
+    """The records' transform chain: Connect's `transforms`, `predicates`, `errors.*` keys (config/transforms.py)."""
 
     settings: dict[str, str] = {}
     """The connector config MM2 would build (provider references unresolved, secret keys shown as `***`)."""
@@ -166,6 +171,15 @@ class Flow(BaseModel):
     target_consumer: ClientConfig = ClientConfig()
     target_producer: ClientConfig = ClientConfig()
     target_admin: ClientConfig = ClientConfig()
+
+    @field_serializer("transforms")
+    def _transforms(self, chain: ChainSpec, info: SerializationInfo) -> dict[str, Any]:
+        """Transform settings that look secret are masked unless revealed, like client secrets."""
+        data = dataclasses.asdict(chain)
+        if not (isinstance(info.context, dict) and info.context.get("reveal_secrets")):
+            for step in (*data["transforms"], *data["predicates"]):
+                step["settings"] = {k: MASK if is_secret_key(k) else v for k, v in step["settings"].items()}
+        return data
 
     def __hash__(self) -> int:  # the dict fields are unhashable; equal flows share their name
         return hash(self.name)

@@ -287,6 +287,29 @@ class OffsetMap:
             return self._ds[i + 1]
         return self.downstream_end
 
+    def untranslate(self, downstream_offset: int) -> int | None:
+        """The inverse: the upstream offset a group resumes at on the source after reading the remote partition
+        up to (not including) downstream offset D (a failback of a group that read the copy).
+
+        The upstream offset of the first copied record at or after D; past every copy, the consumed end (all
+        the copy read beyond its last copy were gaps, which no consumer of the copy saw); never below `start`
+        (older upstream records were deleted at the source). The copies below D are then exactly the copies of
+        the upstream records below the answer: 0 re-reads, 0 skips. None when nothing was ever consumed.
+        """
+        if downstream_offset < 0:
+            raise ValueError(f"downstream offset must be >= 0, got {downstream_offset}")
+        if self._start is None or self._up_end is None:
+            return None
+        ds = self._ds
+        k = bisect_right(ds, downstream_offset) - 1
+        if k >= 0 and downstream_offset < ds[k] + self._ns[k]:
+            upstream = self._us[k] + (downstream_offset - ds[k])
+        elif k + 1 < len(ds):
+            upstream = self._us[k + 1]
+        else:
+            upstream = self._up_end
+        return max(upstream, self._start)
+
     # ---- going back, forgetting -------------------------------------------------------------------------
     def prune_below(self, upstream_log_start: int) -> None:
         """Forget history below the source log start; translation stays exact for U >= the new start.

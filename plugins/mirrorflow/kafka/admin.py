@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
@@ -16,7 +17,7 @@ _probe_log.addHandler(logging.NullHandler())
 _probe_log.propagate = False
 
 
-def wait_until_ready(bootstrap_servers: str, timeout_s: float) -> None:
+def wait_until_ready(bootstrap_servers: str, timeout_s: float, config: Mapping[str, str] | None = None) -> None:
     """Return once the cluster answers a metadata request listing at least one live broker.
 
     A broker accepts TCP connections before it has registered with the controller; only a metadata response
@@ -29,6 +30,7 @@ def wait_until_ready(bootstrap_servers: str, timeout_s: float) -> None:
             "logger": _probe_log,
             "reconnect.backoff.ms": 50,
             "reconnect.backoff.max.ms": 500,
+            **(config or {}),  # security settings of a secured listener
         }
     )
     last_problem = "no answer yet"

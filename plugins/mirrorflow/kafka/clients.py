@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
+from mirrorflow.kafka.errors import record_auth_failure
+
 # librdkafka warns about consumer-only keys on producers and admins and vice versa; MM2 role configs are
 # composed per role already, so only the keys librdkafka refuses outright are dropped here.
 _CONSUMER_ONLY = (
@@ -32,13 +34,14 @@ def admin_client(conf: Mapping[str, str], *, logger: logging.Logger | None = Non
     """`logger` takes librdkafka's own log lines (e.g. every refused connection) off stderr; the failing
     call still raises with Kafka's error, which is what an operator needs."""
     settings: dict[str, object] = dict(_without(conf, _CONSUMER_ONLY + _PRODUCER_ONLY))
+    settings.setdefault("error_cb", record_auth_failure)
     if logger is not None:
         settings["logger"] = logger
     return AdminClient(settings)
 
 
 def producer(conf: Mapping[str, str], **overrides: str | int | bool) -> Producer:
-    return Producer({**_without(conf, _CONSUMER_ONLY), **overrides})
+    return Producer({"error_cb": record_auth_failure, **_without(conf, _CONSUMER_ONLY), **overrides})
 
 
 def consumer(conf: Mapping[str, str], **overrides: str | int | bool) -> Consumer:

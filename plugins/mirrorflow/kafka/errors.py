@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import logging
+import threading
+
 from confluent_kafka import KafkaError, KafkaException
 
 from mirrorflow.core.errors import MirrorflowError
 
 _HINTS = {
-    KafkaError._TRANSPORT: "check that the cluster is up and `<alias>.bootstrap.servers` is right",
+    KafkaError._TRANSPORT: (
+        "check that the cluster is up, `<alias>.bootstrap.servers` is right and `<alias>.security.protocol` "
+        "matches the listener"
+    ),
     KafkaError._TIMED_OUT: "the cluster did not answer in time; check it is up, or raise admin.timeout.ms",
     KafkaError.TOPIC_AUTHORIZATION_FAILED: "grant the Mirrorflow principal access to the topic",
     KafkaError.CLUSTER_AUTHORIZATION_FAILED: "grant the Mirrorflow principal the needed cluster permission",
@@ -20,14 +26,63 @@ _HINTS = {
 }
 
 
-class KafkaOperationError(MirrorflowError):
-    """A Kafka call failed; carries the Kafka error code so callers can tolerate specific ones."""
+# librdkafka reports a refused login only as an error event (served by poll()); the failing call itself says
+# "transport failure" or "timed out". The clients of `mirrorflow.kafka.clients` record those events here.
+_AUTH_CODES = {KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED, KafkaError._SSL}
+_CONNECT_CODES = {KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN}
+_AUTH_HINT = (
+    "check the cluster's security.protocol, sasl.mechanism and sasl.jaas.config (user and password), or its "
+    "ssl.* certificates and key password"
+)
+# Setting an error_cb stops librdkafka from logging error events itself; they go to its logger's name instead.
+_librdkafka_log = logging.getLogger("mirrorflow.kafka.librdkafka")
+_auth_lock = threading.Lock()
+_last_auth_failure: list[str] = []
 
-    def __init__(self, cluster: str, operation: str, error: KafkaError | BaseException) -> None:
+
+def record_auth_failure(error: KafkaError) -> None:
+    """`error_cb` of our clients: keeps librdkafka's last authentication or TLS failure (it names the broker and
+    mechanism, never a credential)."""
+    _librdkafka_log.info("librdkafka error event: %s", error.str())
+    if error.code() in _AUTH_CODES:
+        with _auth_lock:
+            _last_auth_failure[:] = [error.str()]
+
+
+def auth_failure_of(client: object | None) -> str | None:
+    """The authentication failure pending in `client`'s events, if any (admin clients and producers only: a
+    consumer's poll would take a record). Only events served by this call count, so another client's failure
+    is never blamed on this one."""
+    poll = getattr(client, "poll", None)
+    if client is None or hasattr(client, "subscribe") or not callable(poll):
+        return None
+    with _auth_lock:
+        _last_auth_failure.clear()
+    try:
+        poll(0)
+    except Exception:  # diagnosing must never hide the original failure
+        return None
+    with _auth_lock:
+        return _last_auth_failure[0] if _last_auth_failure else None
+
+
+class KafkaOperationError(MirrorflowError):
+    """A Kafka call failed; carries the Kafka error code so callers can tolerate specific ones.
+
+    `client`, when given, is asked for a pending authentication failure, so that a wrong password is reported
+    as such instead of as a transport failure.
+    """
+
+    def __init__(
+        self, cluster: str, operation: str, error: KafkaError | BaseException, *, client: object | None = None
+    ) -> None:
         kafka_error = _kafka_error(error)
         self.code: int | None = kafka_error.code() if kafka_error is not None else None
         detail = kafka_error.str() if kafka_error is not None else f"{type(error).__name__}: {error}"
         hint = _HINTS.get(self.code) if self.code is not None else None
+        auth = auth_failure_of(client) if self.code in _CONNECT_CODES else None
+        if auth is not None:
+            hint = f"authentication failed ({auth}): {_AUTH_HINT}"
         message = f"{operation} on cluster '{cluster}' failed: {detail}"
         super().__init__(f"{message}; {hint}" if hint else message)
         self.cluster = cluster

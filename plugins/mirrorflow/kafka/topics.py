@@ -54,7 +54,7 @@ def list_topic_partitions(admin: AdminClient, cluster: str, timeout_s: float) ->
     try:
         metadata = admin.list_topics(timeout=timeout_s)
     except KafkaException as err:
-        raise KafkaOperationError(cluster, "listing topics", err) from err
+        raise KafkaOperationError(cluster, "listing topics", err, client=admin) from err
     return {name: len(t.partitions) for name, t in metadata.topics.items() if t.error is None}
 
 

@@ -17,7 +17,9 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from mirrorflow.core.predicates import Record
 from mirrorflow.core.provenance import should_drop, with_origin
+from mirrorflow.core.transforms import TransformChain, TransformError, dead_letter_headers
 from mirrorflow.kafka.clients import consumer as make_consumer
 from mirrorflow.kafka.clients import producer as make_producer
 from mirrorflow.kafka.errors import KafkaOperationError
@@ -300,7 +302,10 @@ class TargetWriter:
 
     def flush(self) -> None:
         """Wait for every record sent so far to be acknowledged (or fail)."""
-        remaining = self._producer.flush(self.timeout_s)
+        try:
+            remaining = self._producer.flush(self.timeout_s)
+        except KafkaException as err:  # fatal producer errors (e.g. fenced) surface here too
+            raise KafkaOperationError(self.cluster, "flushing records", err) from err
         if remaining:
             raise KafkaOperationError(
                 self.cluster,
@@ -321,4 +326,78 @@ class TargetWriter:
                 self._producer.abort_transaction(self.timeout_s)
 
     def close(self) -> None:
-        self._producer.flush(min(self.timeout_s, 5.0))
+        # Clean-up only (commit() and flush() report delivery failures). A transactional producer in a fatal
+        # state raises from flush, which would replace the error that ended the copy with a raw librdkafka one.
+        with contextlib.suppress(KafkaException):
+            self._producer.flush(min(self.timeout_s, 5.0))
+
+    def forward_transformed(
+        self,
+        messages: Sequence[Message],
+        topic: str,
+        partition: int,
+        batch: Batch,
+        chain: TransformChain,
+        *,
+        source_topic: str,
+        end: int | None = None,
+        provenance: tuple[str, str] | None = None,
+        dead_letter: tuple[str, str] | None = None,
+    ) -> bool:
+        """`forward` through a transform chain: a separate path, so that a flow without transforms pays nothing.
+
+        A record the chain drops, or that fails with `dead_letter` = (topic, flow name) set, is consumed but not
+        copied (a gap in the offset map); the failed one goes, as it was read, to the dead-letter topic in the
+        same transaction. Without `dead_letter` a failure raises `TransformError` (topic, partition, offset).
+        """
+        on_delivery, errors = batch.on_delivery, batch.errors
+
+        def dead_letter_delivery(err: KafkaError | None, _msg: Message) -> None:
+            if err is not None:
+                errors.append(f"dead-letter topic: {err}")
+
+        limit = (1 << 62) if end is None else end
+        consumed, reached = batch.consumed_to, False
+        for m in messages:
+            err = m.error()
+            if err is not None:
+                if err.code() != PARTITION_EOF:
+                    raise KafkaOperationError(self.cluster, f"reading the source of {topic}-{partition}", err)
+                consumed = max(consumed, m.offset())
+                continue
+            offset = m.offset()
+            if offset >= limit:
+                consumed, reached = max(consumed, limit), True
+                break
+            consumed = offset + 1
+            headers = m.headers()
+            if provenance is not None and should_drop(headers, provenance[1]):
+                batch.dropped += 1
+                continue
+            ts = m.timestamp()[1]
+            record = Record(topic, source_topic, partition, offset, ts, m.key(), m.value(), list(headers or ()))
+            try:
+                out = chain.apply(record)
+            except TransformError as error:
+                if dead_letter is None:
+                    raise
+                dlq_headers = dead_letter_headers(headers, dead_letter[1], error)
+                self.produce(dead_letter[0], -1, m.key(), m.value(), max(ts, 0), dlq_headers, dead_letter_delivery)
+                chain.dead_lettered += 1
+                batch.dropped += 1
+                continue
+            if out is None:
+                batch.dropped += 1
+                continue
+            out_headers = with_origin(out.headers, provenance[0]) if provenance is not None else out.headers
+            stamp = out.timestamp if out.timestamp > 0 else 0
+            self.produce(topic, partition, out.key, out.value, stamp, out_headers, on_delivery)
+            batch.upstreams.append(offset)
+            batch.ts_sum += ts
+            batch.oldest_ts = ts if batch.oldest_ts is None else min(batch.oldest_ts, ts)
+            batch.newest_ts = ts if batch.newest_ts is None else max(batch.newest_ts, ts)
+            if out.value is not None:
+                batch.bytes += len(out.value)
+        batch.consumed_to = consumed
+        self._producer.poll(0)
+        return reached or consumed >= limit

@@ -19,6 +19,7 @@ from mirrorflow.core.errors import MirrorflowError, UsageError
 from mirrorflow.kafka.admin import wait_until_ready
 from mirrorflow.local import process, properties
 from mirrorflow.local.runtime import BROKER_MAIN, STORAGE_TOOL_MAIN, TOOL_JVM_OPTIONS, KafkaRuntime
+from mirrorflow.local.security import LocalSecurity, server_properties
 
 # Aliases become directory names and the `<alias>.` prefix of mm2.properties keys, so no dots or slashes.
 _ALIAS_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
@@ -57,10 +58,13 @@ class BrokerSpec:
     broker_port: int
     controller_port: int
     cluster_id: str
+    # Where the broker listens and what wraps its JVM's command, e.g. `ip netns exec NS` (local/netns.py).
+    host: str = process.LOOPBACK
+    launch_prefix: tuple[str, ...] = ()
 
     @property
     def bootstrap(self) -> str:
-        return f"{process.LOOPBACK}:{self.broker_port}"
+        return f"{self.host}:{self.broker_port}"
 
     @property
     def data_dir(self) -> Path:
@@ -87,19 +91,26 @@ class BrokerSpec:
         return (self.data_dir / "meta.properties").exists()
 
 
-def write_config(spec: BrokerSpec, extra: Mapping[str, str] | None = None) -> None:
+def write_config(
+    spec: BrokerSpec, extra: Mapping[str, str] | None = None, security: LocalSecurity | None = None
+) -> None:
     props = properties.server_properties(
         broker_port=spec.broker_port,
         controller_port=spec.controller_port,
         data_dir=spec.data_dir,
         extra=extra,
+        host=spec.host,
     )
+    if security is not None:  # the PLAINTEXT broker listener becomes SASL_PLAINTEXT, SSL or SASL_SSL
+        props = server_properties(props, security)
     header = f"Cluster {spec.alias!r} of `mirrorflow local` (single KRaft node, broker+controller)."
     properties.write_atomically(spec.config_path, properties.render(props, header))
 
 
 def check_ports_free(spec: BrokerSpec, *, fresh: bool) -> None:
     """Fail early, naming the port, instead of letting the JVM die with a BindException."""
+    if spec.launch_prefix:  # its own network namespace: ports on our loopback say nothing about it
+        return
     for role, port in (("broker", spec.broker_port), ("controller", spec.controller_port)):
         if not process.port_in_use(port):
             continue
@@ -118,8 +129,11 @@ def check_ports_free(spec: BrokerSpec, *, fresh: bool) -> None:
         )
 
 
-def format_storage(runtime: KafkaRuntime, specs: Sequence[BrokerSpec]) -> None:
-    """Format the data directories that are not formatted yet, all storage-tool JVMs in parallel."""
+def format_storage(runtime: KafkaRuntime, specs: Sequence[BrokerSpec], extra_args: Sequence[str] = ()) -> None:
+    """Format the data directories that are not formatted yet, all storage-tool JVMs in parallel.
+
+    `extra_args` go to `kafka-storage format`, e.g. `--add-scram` to create SCRAM users.
+    """
     running: list[tuple[BrokerSpec, subprocess.Popen[str]]] = []
     for spec in specs:
         if spec.is_formatted():
@@ -127,7 +141,7 @@ def format_storage(runtime: KafkaRuntime, specs: Sequence[BrokerSpec]) -> None:
         spec.data_dir.mkdir(parents=True, exist_ok=True)
         command = runtime.command(
             STORAGE_TOOL_MAIN,
-            ["format", "-t", spec.cluster_id, "-c", str(spec.config_path)],
+            ["format", "-t", spec.cluster_id, "-c", str(spec.config_path), *extra_args],
             heap_min="32m",
             heap_max="256m",
             jvm_options=TOOL_JVM_OPTIONS,
@@ -162,7 +176,10 @@ def launch(
     tie_to_parent: bool = False,
 ) -> int:
     """Start the broker JVM in the background and return its PID (not waiting for it to be ready)."""
-    command = runtime.command(BROKER_MAIN, [str(spec.config_path)], log_file=spec.log_file, heap_max=heap_max)
+    command = [
+        *spec.launch_prefix,
+        *runtime.command(BROKER_MAIN, [str(spec.config_path)], log_file=spec.log_file, heap_max=heap_max),
+    ]
     if spec.log_file.exists():  # server.log holds the current run only, so failures are read from it alone
         spec.log_file.replace(spec.log_file.with_name(spec.log_file.name + ".previous"))
     stamp = time.strftime("%Y-%m-%d %H:%M:%S")
@@ -171,17 +188,20 @@ def launch(
     return process.start_detached(command, cwd=spec.home, output=spec.stdout_file, tie_to_parent=tie_to_parent)
 
 
-def wait_ready(spec: BrokerSpec, pid: int, deadline: float) -> None:
-    """Block until the broker serves metadata; a JVM that dies or a timeout raises with the logs' tail."""
+def wait_ready(spec: BrokerSpec, pid: int, deadline: float, client_config: Mapping[str, str] | None = None) -> None:
+    """Block until the broker serves metadata; a JVM that dies or a timeout raises with the logs' tail.
+
+    `client_config` holds the librdkafka security settings a client of a secured listener needs.
+    """
     while True:
         if not process.is_alive(pid, spec.marker):
             raise _failure(spec, pid, "exited during start-up")
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise _failure(spec, pid, "did not become ready in time")
-        if process.port_accepts(spec.broker_port):
+        if process.port_accepts(spec.broker_port, host=spec.host):
             try:
-                wait_until_ready(spec.bootstrap, min(remaining, 5.0))
+                wait_until_ready(spec.bootstrap, min(remaining, 5.0), client_config)
                 return
             except MirrorflowError:
                 continue

@@ -13,14 +13,15 @@ import json
 import shutil
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from mirrorflow.core.errors import MirrorflowError, UsageError
-from mirrorflow.local import broker, process, properties
+from mirrorflow.local import broker, process, properties, security
 from mirrorflow.local.broker import BrokerSpec, BrokerStartError
 from mirrorflow.local.maven import KAFKA_VERSION
+from mirrorflow.local.netns import Placement
 from mirrorflow.local.runtime import KafkaRuntime, kafka_runtime
 
 STATE_FILE = "state.json"
@@ -37,6 +38,8 @@ class _Entry:
     controller_port: int
     cluster_id: str
     pid: int | None = None
+    host: str = process.LOOPBACK
+    launch_prefix: list[str] = field(default_factory=list)
 
 
 class LocalClusters:
@@ -51,8 +54,13 @@ class LocalClusters:
         timeout_s: float = 120.0,
         tie_to_parent: bool = False,
         cache_dir: Path | None = None,
+        placements: Mapping[str, Placement] | None = None,
+        security_kind: str | None = None,
     ) -> None:
+        """`placements`: per alias, the address and launch prefix of a broker not on loopback (local/netns.py);
+        recorded in state.json, so restarts keep them."""
         self.directory = directory.expanduser().resolve()
+        self._placements = dict(placements or {})
         self.timeout_s = timeout_s
         self.tie_to_parent = tie_to_parent
         self._heap_max = heap_max
@@ -61,6 +69,8 @@ class LocalClusters:
         self._runtime: KafkaRuntime | None = None
         self._entries: dict[str, _Entry] = {}
         self._load()
+        self.security = self._security(security_kind)
+        """SASL/TLS of the broker listeners (`security_kind`: sasl, tls, sasl_ssl), kept for the directory."""
 
     # ----------------------------------------------------------------------------------------- construction
 
@@ -101,10 +111,22 @@ class LocalClusters:
 
     def spec(self, alias: str) -> BrokerSpec:
         entry = self._entry(alias)
-        return BrokerSpec(alias, self.directory / alias, entry.broker_port, entry.controller_port, entry.cluster_id)
+        return BrokerSpec(
+            alias,
+            self.directory / alias,
+            entry.broker_port,
+            entry.controller_port,
+            entry.cluster_id,
+            host=entry.host,
+            launch_prefix=tuple(entry.launch_prefix),
+        )
 
     def bootstrap(self, alias: str) -> str:
         return self.spec(alias).bootstrap
+
+    def client_config(self, alias: str) -> dict[str, str]:
+        """librdkafka settings to reach `alias`: bootstrap plus, for secured clusters, credentials in clear."""
+        return {"bootstrap.servers": self.bootstrap(alias), **security.client_config(self.security)}
 
     def bootstraps(self) -> dict[str, str]:
         return {alias: self.bootstrap(alias) for alias in self._entries}
@@ -124,7 +146,7 @@ class LocalClusters:
             alive = self.is_up(alias)
             state = "down"
             if alive:
-                state = "up" if process.port_accepts(spec.broker_port) else "unresponsive"
+                state = "up" if process.port_accepts(spec.broker_port, host=spec.host) else "unresponsive"
             report[alias] = {
                 "bootstrap.servers": spec.bootstrap,
                 "status": state,
@@ -177,6 +199,7 @@ class LocalClusters:
                 shutil.rmtree(self.directory / alias, ignore_errors=True)
             for name in (STATE_FILE, CLUSTERS_FILE, MM2_FILE):
                 (self.directory / name).unlink(missing_ok=True)
+            shutil.rmtree(self.directory / security.SECURITY_DIR, ignore_errors=True)
             self._entries = {}
         (self.directory / LOCK_FILE).unlink(missing_ok=True)
 
@@ -210,7 +233,7 @@ class LocalClusters:
         try:
             while pending:
                 specs = self._prepare(pending, fresh, base_port, attempts)
-                broker.format_storage(runtime, specs)
+                broker.format_storage(runtime, specs, security.storage_format_args(self.security))
                 for spec in specs:
                     pid = broker.launch(runtime, spec, heap_max=self.heap_max, tie_to_parent=self.tie_to_parent)
                     self._entries[spec.alias].pid = pid
@@ -220,7 +243,9 @@ class LocalClusters:
                 retry: list[str] = []
                 for spec in specs:
                     try:
-                        broker.wait_ready(spec, self._entries[spec.alias].pid or 0, deadline)
+                        broker.wait_ready(
+                            spec, self._entries[spec.alias].pid or 0, deadline, security.client_config(self.security)
+                        )
                     except BrokerStartError as err:
                         if not self._may_move(spec.alias, err, fresh, base_port, attempts):
                             raise
@@ -259,7 +284,7 @@ class LocalClusters:
                     attempts[alias] += 1
                     self._assign_ports([alias], None)
             spec.home.mkdir(parents=True, exist_ok=True)
-            broker.write_config(spec, self._broker_config)
+            broker.write_config(spec, self._broker_config, self.security)
             specs.append(spec)
         return specs
 
@@ -285,7 +310,10 @@ class LocalClusters:
         for index, alias in enumerate(aliases):
             old = self._entries.get(alias)
             cluster_id = old.cluster_id if old else broker.new_cluster_id()
-            self._entries[alias] = _Entry(ports[2 * index], ports[2 * index + 1], cluster_id)
+            place = self._placements.get(alias, Placement())
+            self._entries[alias] = _Entry(
+                ports[2 * index], ports[2 * index + 1], cluster_id, None, place.host, list(place.launch_prefix)
+            )
 
     def _stop_locked(self, aliases: Iterable[str], *, kill: bool, timeout_s: float) -> None:
         targets = []
@@ -296,6 +324,18 @@ class LocalClusters:
                 entry.pid = None
         process.stop_processes(targets, timeout_s=timeout_s, kill=kill)
         self._save_state()
+
+    def _security(self, kind: str | None) -> security.LocalSecurity | None:
+        existing = security.load(self.directory)
+        if kind is None or (existing is not None and existing.protocol == security.kind_to_protocol(kind)):
+            return existing
+        if existing is not None or self._entries:
+            now = existing.protocol if existing is not None else "PLAINTEXT"
+            raise UsageError(
+                f"the clusters in {self.directory} use {now}; security cannot change after they were created: "
+                f"use another --dir, or delete them with `mirrorflow local down --purge --dir {self.directory}`"
+            )
+        return security.create(kind, self.directory)
 
     def _load(self) -> None:
         path = self.directory / STATE_FILE
@@ -333,5 +373,7 @@ class LocalClusters:
         bootstraps = self.bootstraps()
         clusters = {alias: {"bootstrap.servers": servers} for alias, servers in bootstraps.items()}
         properties.write_atomically(self.clusters_file, json.dumps(clusters, indent=2) + "\n")
-        mm2 = properties.render(properties.mm2_properties(bootstraps), properties.MM2_HEADER)
+        mm2_props = properties.mm2_properties(bootstraps)
+        mm2_props.update(security.mm2_properties(self.security, list(bootstraps)))
+        mm2 = properties.render(mm2_props, properties.MM2_HEADER)
         properties.write_atomically(self.mm2_properties_file, mm2)

@@ -46,9 +46,9 @@ def port_in_use(port: int) -> bool:
     return False
 
 
-def port_accepts(port: int, timeout_s: float = 0.5) -> bool:
+def port_accepts(port: int, timeout_s: float = 0.5, *, host: str = LOOPBACK) -> bool:
     try:
-        with socket.create_connection((LOOPBACK, port), timeout=timeout_s):
+        with socket.create_connection((host, port), timeout=timeout_s):
             return True
     except OSError:
         return False

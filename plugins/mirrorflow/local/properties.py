@@ -28,8 +28,9 @@ def server_properties(
     controller_port: int,
     data_dir: Path,
     extra: Mapping[str, str] | None = None,
+    host: str = "127.0.0.1",
 ) -> dict[str, str]:
-    """A combined broker+controller (KRaft, node 1) on loopback, PLAINTEXT, with ACL APIs enabled.
+    """A combined broker+controller (KRaft, node 1) on `host` (loopback), PLAINTEXT, with ACL APIs enabled.
 
     StandardAuthorizer with `User:ANONYMOUS` as super user keeps every client allowed while Create/Describe/
     DeleteAcls work, so ACL sync can be exercised. Internal topics get one replica and fewer partitions than
@@ -38,9 +39,9 @@ def server_properties(
     props = {
         "process.roles": "broker,controller",
         "node.id": "1",
-        "controller.quorum.voters": f"1@127.0.0.1:{controller_port}",
-        "listeners": f"PLAINTEXT://127.0.0.1:{broker_port},CONTROLLER://127.0.0.1:{controller_port}",
-        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{broker_port}",
+        "controller.quorum.voters": f"1@{host}:{controller_port}",
+        "listeners": f"PLAINTEXT://{host}:{broker_port},CONTROLLER://{host}:{controller_port}",
+        "advertised.listeners": f"PLAINTEXT://{host}:{broker_port}",
         "controller.listener.names": "CONTROLLER",
         "inter.broker.listener.name": "PLAINTEXT",
         "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",

@@ -99,6 +99,7 @@ def plan_copy(
                     offset_syncs_producer=syncs_producer,
                     metrics_topic=metrics_topic(flow.source, sep),
                     metrics_replication_factor=flow.checkpoints_topic_replication_factor,
+                    transforms=None if flow.transforms.empty else flow.transforms,
                 )
             )
     return tasks
@@ -112,6 +113,8 @@ def summarise(results: list[CopyResult]) -> dict[str, object]:
         "records": records,
         "bytes": sum(r.bytes for r in results),
         "dropped": sum(r.dropped for r in results),
+        "filtered": sum(r.filtered for r in results),
+        "dead_lettered": sum(r.dead_lettered for r in results),
         "transactions": sum(r.transactions for r in results),
         "offset_syncs": sum(r.offset_syncs for r in results),
         "max_latency_ms": max((r.max_latency_ms for r in results), default=0),

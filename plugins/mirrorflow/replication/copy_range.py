@@ -43,9 +43,12 @@ from mirrorflow.core.offset_map import (
 )
 from mirrorflow.core.offset_sync import OffsetSync
 from mirrorflow.core.progress import Progress, decode_progress, encode_progress
+from mirrorflow.core.transforms import ChainSpec, TransformChain
+from mirrorflow.kafka.clients import admin_client
 from mirrorflow.kafka.compacted_log import read_to_end
 from mirrorflow.kafka.metrics_store import MetricsPublisher, ensure_metrics_topic, read_snapshots
 from mirrorflow.kafka.offsets import partition_bounds
+from mirrorflow.kafka.topics import NewTopicSpec, create_topics
 from mirrorflow.kafka.transfer import Batch, PartitionReader, TargetWriter
 from mirrorflow.replication.metrics import PartitionMetrics, Snapshot, snapshot_key
 
@@ -82,6 +85,7 @@ class CopyTask:
     batch_bytes: int = 64 * 1024 * 1024  # value bytes a transaction may hold, bounding a task's memory
     metrics_topic: str | None = None  # MM2's per-partition metrics go here (best-effort); None: not recorded
     metrics_replication_factor: int = 1
+    transforms: ChainSpec | None = None  # None (or no transforms): records are copied as read
     source_consumer: Mapping[str, str] = field(default_factory=dict, repr=False)
     target_producer: Mapping[str, str] = field(default_factory=dict, repr=False)
     target_consumer: Mapping[str, str] = field(default_factory=dict, repr=False)
@@ -105,6 +109,8 @@ class CopyResult:
     offset_syncs: int = 0
     max_latency_ms: int = 0
     latency_sum_ms: int = 0
+    filtered: int = 0  # records transforms dropped (also counted in `dropped`)
+    dead_lettered: int = 0  # records a transform failed on, sent to the dead-letter topic (also in `dropped`)
 
 
 def load_progress(task: CopyTask) -> Progress | None:
@@ -195,6 +201,20 @@ def load_metric_bytes(task: CopyTask) -> int | None:
         return None
 
 
+def start_transforms(task: CopyTask) -> tuple[TransformChain | None, tuple[str, str] | None]:
+    """The task's transform chain (None when it has no transforms: the plain copy path) and, with
+    `errors.tolerance = all`, the dead-letter (topic, flow), created on the target if missing."""
+    spec = task.transforms
+    if spec is None or spec.empty:
+        return None, None
+    chain = TransformChain(spec)
+    if spec.errors_tolerance != "all":
+        return chain, None
+    topic = NewTopicSpec(spec.dead_letter_topic, 1, spec.dead_letter_replication_factor, {})
+    create_topics(admin_client(task.target_producer), task.target, [topic], task.timeout_s)
+    return chain, (spec.dead_letter_topic, task.flow)
+
+
 def start_metrics(
     task: CopyTask, records_before: int, bytes_before: int | None
 ) -> tuple[PartitionMetrics, MetricsPublisher] | None:
@@ -282,6 +302,7 @@ def _copy(
             read_committed=task.exactly_once,
         )
         provenance = (task.source, task.target) if task.provenance else None
+        chain, dead_letter = start_transforms(task)
         end, batch_records, batch_bytes = task.end, task.batch_records, task.batch_bytes
         deadline = None if task.run_seconds is None else time.monotonic() + task.run_seconds
         consumed_to = start
@@ -308,9 +329,22 @@ def _copy(
                 if not began:
                     writer.begin()
                     began = True
-                at_end = writer.forward(
-                    messages, task.remote_topic, task.partition, batch, end=end, provenance=provenance
-                )
+                if chain is None:
+                    at_end = writer.forward(
+                        messages, task.remote_topic, task.partition, batch, end=end, provenance=provenance
+                    )
+                else:
+                    at_end = writer.forward_transformed(
+                        messages,
+                        task.remote_topic,
+                        task.partition,
+                        batch,
+                        chain,
+                        source_topic=task.topic,
+                        end=end,
+                        provenance=provenance,
+                        dead_letter=dead_letter,
+                    )
             consumed_to = batch.consumed_to
             result.dropped += batch.dropped
             if not began and consumed_to == committed_to and not prune_pending:
@@ -365,6 +399,8 @@ def _copy(
             committed_to = consumed_to
             prune_pending = False
             result.transactions += 1 if upstreams else 0
+            if chain is not None:
+                result.filtered, result.dead_lettered = chain.dropped, chain.dead_lettered
             result.next_upstream, result.downstream_end = consumed_to, down_end
             if batch.oldest_ts is not None:
                 # MM2's replication-latency-ms: now minus the record timestamp, at acknowledgement.
@@ -395,6 +431,15 @@ def _copy(
                 on_batch(result)
         if syncs_writer is not None:
             syncs_writer.flush()
+        if chain is not None and (result.filtered or result.dead_lettered):
+            log.info(
+                "flow %s: %s-%s: transforms dropped %d record(s), dead-lettered %d",
+                task.flow,
+                task.topic,
+                task.partition,
+                result.filtered,
+                result.dead_lettered,
+            )
         return result
     except BaseException:
         writer.abort()

@@ -102,6 +102,14 @@ class FlowOffsetMaps:
             return Translation(None, "not-copied")
         return Translation(offset, "ahead-of-copy" if ahead else "exact")
 
+    def untranslate(self, topic: str, partition: int, downstream_offset: int) -> Translation:
+        """Where a group that read the remote copy of `topic`-`partition` up to `downstream_offset` resumes on
+        the source topic (`OffsetMap.untranslate`). Exact even past the replicated end: a read_committed consumer
+        steps over the copy's last commit marker, and past every copy it has read them all."""
+        offset_map = self._maps.get((topic, partition))
+        offset = None if offset_map is None else offset_map.untranslate(downstream_offset)
+        return Translation(None, "not-copied") if offset is None else Translation(offset, "exact")
+
 
 def learn_leading_gaps(
     flow: Flow,
@@ -187,18 +195,33 @@ def load_offset_maps(
     flow: Flow, *, topics: Collection[str] | None = None, timeout_s: float | None = None
 ) -> FlowOffsetMaps:
     """The flow's offset maps as committed on the target (read_committed: only finished copy batches)."""
-    sep = internal_separator(flow)
-    conf = flow.target_consumer.librdkafka()
     timeout = flow.admin_timeout_ms / 1000 if timeout_s is None else timeout_s
+    conf = flow.target_consumer.librdkafka()
+    return read_offset_maps(flow.target, conf, flow.source, internal_separator(flow), topics=topics, timeout_s=timeout)
+
+
+def read_offset_maps(
+    cluster: str,
+    conf: Mapping[str, str],
+    source_alias: str,
+    separator: str,
+    *,
+    topics: Collection[str] | None = None,
+    timeout_s: float,
+) -> FlowOffsetMaps:
+    """The offset maps the flow `source_alias`->`cluster` keeps on `cluster`, read with client settings `conf`
+    (a failback reads the forward flow's maps from the DR cluster with the reverse flow's clients)."""
     if topics is not None and not topics:
         return FlowOffsetMaps({})
 
     def records(topic: str) -> Iterator[RawRecord]:
-        for _p, _o, key, value, _ts in read_to_end(flow.target, conf, topic, partitions=[0], timeout_s=timeout):
+        for _p, _o, key, value, _ts in read_to_end(cluster, conf, topic, partitions=[0], timeout_s=timeout_s):
             yield key, value
 
     maps = assemble_offset_maps(
-        records(offset_map_topic(flow.source, sep)), records(progress_topic(flow.source, sep)), topics=topics
+        records(offset_map_topic(source_alias, separator)),
+        records(progress_topic(source_alias, separator)),
+        topics=topics,
     )
     return FlowOffsetMaps(maps)
 

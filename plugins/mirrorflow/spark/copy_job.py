@@ -62,9 +62,20 @@ def spark_session(master: str, app_name: str) -> SparkSession:
     )
 
 
-def _copy_partition(tasks: Iterable[CopyTask]) -> Iterator[CopyResult]:
+Runtime = dict[str, str]
+"""Where an executor's code came from: its `python` and the file of each package in RUNTIME_PACKAGES."""
+RUNTIME_PACKAGES = ("mirrorflow", "confluent_kafka", "pydantic")
+
+
+def executor_runtime() -> Runtime:
+    """This Python worker's interpreter and package files: shows a cluster ran the shipped zip and env."""
+    files = {name: str(getattr(sys.modules.get(name), "__file__", "") or "") for name in RUNTIME_PACKAGES}
+    return {"python": sys.executable, **files}
+
+
+def _copy_partition(tasks: Iterable[CopyTask]) -> Iterator[tuple[CopyResult, Runtime]]:
     for task in tasks:
-        yield copy_range(task)
+        yield copy_range(task), executor_runtime()
 
 
 OnProgress = Callable[[int, int], None]
@@ -72,9 +83,15 @@ OnProgress = Callable[[int, int], None]
 
 
 def run_copy_tasks(
-    spark: SparkSession, tasks: list[CopyTask], *, on_progress: OnProgress | None = None
+    spark: SparkSession,
+    tasks: list[CopyTask],
+    *,
+    on_progress: OnProgress | None = None,
+    runtimes: list[Runtime] | None = None,
 ) -> list[CopyResult]:
-    """Run every task as its own Spark task; a range that fails for good fails the job with its reason."""
+    """Run every task as its own Spark task; a range that fails for good fails the job with its reason.
+
+    `runtimes`, when given, receives each distinct executor runtime seen (see `executor_runtime`)."""
     if not tasks:
         return []
     sc = spark.sparkContext
@@ -87,7 +104,7 @@ def run_copy_tasks(
         watcher.start()
     rdd = sc.parallelize(tasks, len(tasks))
     try:
-        results: list[CopyResult] = rdd.mapPartitions(_copy_partition).collect()
+        pairs: list[tuple[CopyResult, Runtime]] = rdd.mapPartitions(_copy_partition).collect()
     except Exception as err:  # py4j wraps the executor's Python exception in a Java one
         raise MirrorflowError(f"the Spark copy job failed: {python_error_line(str(err))}") from None
     finally:
@@ -96,7 +113,9 @@ def run_copy_tasks(
             watcher.join(timeout=5)
     if on_progress is not None:
         on_progress(len(tasks), len(tasks))
-    return results
+    if runtimes is not None:
+        runtimes.extend(dict(seen) for seen in sorted({tuple(sorted(r.items())) for _, r in pairs}))
+    return [result for result, _ in pairs]
 
 
 def _watch(spark: SparkSession, group: str, total: int, on_progress: OnProgress, stop: threading.Event) -> None:
@@ -136,7 +155,9 @@ def copy_flow(
         with FlowClients(flow) as clients:
             plan = discover(flow, clients)
     tasks = plan_copy(flow, copyable(plan), interval=interval, run_seconds=run_seconds)
-    summary = summarise(run_copy_tasks(spark, tasks, on_progress=on_progress))
+    runtimes: list[Runtime] = []
+    summary = summarise(run_copy_tasks(spark, tasks, on_progress=on_progress, runtimes=runtimes))
+    summary["executors"] = runtimes
     summary["flow"] = flow.name
     summary["mode"] = "interval" if interval else "continuous"
     return summary

@@ -1,5 +1,6 @@
 """Fencing the old primary: deny-WRITE ACLs for named principals, or an operator command; then the proof that
-it holds (the replicated partitions' end offsets stop moving) and the rollback when it does not.
+it holds (the replicated partitions' end offsets stop moving) and the rollback when it does not (ACLs we created
+are deleted; a command fence runs `--unfence-command` when one is given).
 
 Super users (and, on PLAINTEXT listeners, every anonymous client when `User:ANONYMOUS` is a super user) bypass
 ACLs; only the end-offset check tells whether writes really stopped, which is why it is not optional.
@@ -12,11 +13,22 @@ import shlex
 import subprocess
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict
 
 from mirrorflow.core.acl_rules import DENY, LITERAL, TOPIC, WRITE, AclBinding
 from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.kafka.acls import create_acls, delete_acls, describe_topic_acls
 from mirrorflow.kafka.offsets import list_offsets
+from mirrorflow.replication.failover.runbook import (
+    Context,
+    Outcome,
+    Refused,
+    done,
+    plan_partitions,
+    skipped,
+    tp_key,
+)
+from mirrorflow.replication.failover.state import PENDING
 from mirrorflow.replication.flow_clients import Admin
 
 TopicPartition = tuple[str, int]
@@ -90,3 +102,77 @@ def run_command(command: str, env: Mapping[str, str], what: str, timeout_s: floa
     if done.returncode != 0:
         raise MirrorflowError(f"the {what} command exited with {done.returncode}: {output[-500:] or '(no output)'}")
     return output[-2000:]
+
+
+# ---- the runbook's steps 2 and 3 --------------------------------------------------------------------------
+def fence(ctx: Context) -> Outcome:
+    opts = ctx.options
+    if opts.mode == "unplanned":
+        return skipped("unplanned: the old primary is not fenced", method=opts.fence, fenced=False)
+    if opts.fence == "none":
+        return skipped("--fence none: the old primary was NOT fenced (unfenced)", method="none", fenced=False)
+    topics = [t.topic for t in ctx.plan().topics]
+    if opts.fence == "acl":
+        bindings = fence_bindings(topics, opts.fence_principals)
+        if ctx.dry_run:
+            return done(method="acl", would_create=[asdict(b) for b in bindings])
+        created = apply_acl_fence(ctx.clients.source_admin, ctx.flow.source, bindings, ctx.timeout_s)
+        return done(
+            method="acl", fenced=True, bindings=[asdict(b) for b in bindings], created=[asdict(b) for b in created]
+        )
+    assert opts.fence_command is not None
+    if ctx.dry_run:
+        return done(method="command", would_run=opts.fence_command, would_undo_with=opts.unfence_command)
+    output = run_command(opts.fence_command, hook_env(ctx, topics), "fence")
+    return done(method="command", fenced=True, output=output)
+
+
+def hook_env(ctx: Context, topics: list[str]) -> dict[str, str]:
+    """What the fence and unfence commands are told (never a credential)."""
+    return {
+        "MIRRORFLOW_DIRECTION": ctx.options.direction,
+        "MIRRORFLOW_FROM": ctx.flow.source,
+        "MIRRORFLOW_TO": ctx.flow.target,
+        "MIRRORFLOW_TOPICS": ",".join(topics),
+    }
+
+
+def verify_fence(ctx: Context) -> Outcome:
+    opts = ctx.options
+    if opts.mode == "unplanned" or opts.fence == "none":
+        return skipped("nothing fenced")
+    partitions = plan_partitions(ctx.plan())
+    if ctx.dry_run:
+        return done(would_check=len(partitions), window_seconds=opts.fence_verify_seconds)
+
+    def sample() -> dict[TopicPartition, int]:
+        return end_offsets(ctx.clients.source_admin, ctx.flow.source, partitions, ctx.timeout_s)
+
+    ends, writes = verify_writes_stopped(sample, opts.fence_verify_seconds)
+    if writes:
+        rolled = roll_back_fence(ctx, sorted({t for t, _ in partitions}))
+        moved_text = ", ".join(f"{k} (+{v})" for k, v in list(writes.items())[:5])
+        raise Refused(
+            f"writes did not stop on {ctx.flow.source} within {opts.fence_verify_seconds:g} s: {moved_text}; "
+            f"the fence was rolled back ({rolled}); fence the remaining producers and run again"
+        )
+    return done(
+        fenced_ends={tp_key(t, p): o for (t, p), o in sorted(ends.items())}, window_seconds=opts.fence_verify_seconds
+    )
+
+
+def roll_back_fence(ctx: Context, topics: list[str]) -> str:
+    """Undo what the fence step did and mark it pending, so the next run fences again."""
+    step = ctx.state.step("fence")
+    created = [AclBinding(**b) for b in step.result.get("created", [])]
+    step.status, step.result = PENDING, {"rolled_back": True}
+    if ctx.options.fence == "acl":
+        n = roll_back_acl_fence(ctx.clients.source_admin, ctx.flow.source, created, ctx.timeout_s)
+        return f"{n} deny-WRITE ACLs deleted"
+    if not ctx.options.unfence_command:
+        return "no --unfence-command was given: lift the command's fence by hand"
+    try:
+        run_command(ctx.options.unfence_command, hook_env(ctx, topics), "unfence")
+    except MirrorflowError as err:
+        return f"the unfence command failed, lift the fence by hand: {err}"
+    return "the unfence command ran"

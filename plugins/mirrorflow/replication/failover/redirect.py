@@ -26,10 +26,11 @@ from mirrorflow.replication.flow_clients import LIBRDKAFKA_LOG
 
 
 def _redirect_record(ctx: Context) -> BootstrapRedirect:
-    target = ctx.config.clusters[ctx.flow.target]
+    # The flow's clients carry any override (an Airflow connection's bootstrap.servers) over the file's value.
+    bootstrap = ctx.flow.target_consumer.librdkafka().get("bootstrap.servers")
     return BootstrapRedirect(
         pattern=ctx.options.groups or ".*",
-        bootstrap_servers=target.bootstrap_servers or "",
+        bootstrap_servers=bootstrap or ctx.config.clusters[ctx.flow.target].bootstrap_servers or "",
         cluster=ctx.flow.target,
         previous=ctx.flow.source,
         reason=ctx.options.direction,

@@ -21,6 +21,7 @@ from mirrorflow.config.loader import load_config
 from mirrorflow.config.model import Flow, MirrorConfig
 from mirrorflow.core.errors import MirrorflowError, UsageError
 from mirrorflow.core.patterns import PatternError, compile_patterns
+from mirrorflow.replication.discovery import FlowPlan, discover
 from mirrorflow.replication.failover.state import (
     DONE,
     FAILED,
@@ -33,6 +34,7 @@ from mirrorflow.replication.failover.state import (
     default_state_dir,
 )
 from mirrorflow.replication.flow_clients import FlowClients
+from mirrorflow.replication.flow_cycle import pause_root
 
 Direction = Literal["failover", "failback"]
 Mode = Literal["planned", "unplanned"]
@@ -53,6 +55,7 @@ class FailoverOptions:
     fence: str = "none"
     fence_principals: tuple[str, ...] = ()
     fence_command: str | None = None
+    unfence_command: str | None = None
     fence_verify_seconds: float = 5.0
     redirect: str = "none"
     redirect_target: str | None = None
@@ -74,7 +77,11 @@ class FailoverOptions:
         return self.dr if self.direction == "failover" else self.primary
 
     def state_path(self) -> Path:
-        return Path(self.state_dir) if self.state_dir else default_state_dir(self.direction, self.primary, self.dr)
+        """`--state-dir`, else `<state root>/<direction>-<primary>-<dr>`; the state root is `$MIRRORFLOW_STATE_DIR`
+        or `var/failover` (relative to the working directory), where `mirrorflow run` looks for pause markers."""
+        if self.state_dir:
+            return Path(self.state_dir)
+        return default_state_dir(self.direction, self.primary, self.dr, pause_root(Path.cwd()))
 
     def key(self) -> dict[str, Any]:
         return {
@@ -102,6 +109,8 @@ class FailoverOptions:
             raise UsageError(f"--fence-principals {','.join(self.fence_principals)}: write each as Type:name")
         if self.fence == "command" and not self.fence_command:
             raise UsageError("--fence command needs --fence-command CMD")
+        if self.unfence_command and self.fence != "command":
+            raise UsageError("--unfence-command undoes --fence command: use it with --fence command only")
         if self.redirect in ("file", "command", "webhook") and not self.redirect_target:
             what = {"file": "a file path", "command": "a shell command", "webhook": "an http(s) URL"}[self.redirect]
             raise UsageError(f"--redirect {self.redirect} needs --redirect-target ({what})")
@@ -157,6 +166,26 @@ class Context:
     def timeout_s(self) -> float:
         return self.flow.admin_timeout_ms / 1000
 
+    @property
+    def source_reachable(self) -> bool:
+        """What preflight found (unplanned runs go on without the old primary)."""
+        return bool(self.state.result("preflight").get("source_reachable", True))
+
+    def plan(self) -> FlowPlan:
+        return discover(self.flow, self.clients)
+
+
+TP = tuple[str, int]
+
+
+def tp_key(topic: str, partition: int) -> str:
+    """Offsets are keyed "topic-partition" strings in results: the state and the report are JSON."""
+    return f"{topic}-{partition}"
+
+
+def plan_partitions(plan: FlowPlan) -> list[TP]:
+    return [(t.topic, p) for t in plan.topics for p in range(t.partitions)]
+
 
 Step = tuple[str, Callable[[Context], Outcome]]
 
@@ -193,15 +222,19 @@ def run_failover(
     *,
     steps: Sequence[Step] | None = None,
     on_step: Callable[[str, str, dict[str, Any]], None] | None = None,
+    prepare_flow: Callable[[Flow], Flow] | None = None,
 ) -> dict[str, Any]:
     """Run (or resume, or dry-run) the runbook; returns the report. Raises `FailoverFailed` on a failed step,
-    `UsageError` for bad input (nothing done)."""
+    `UsageError` for bad input (nothing done). `prepare_flow` lays settings over the flow before any client is
+    made (the Airflow DAG merges its connections' credentials with it, as the flow DAGs do)."""
     from mirrorflow.replication.failover.report import build_report, write_report
     from mirrorflow.replication.failover.steps import STEPS
 
     options.validate()
     config = load_config(options.config, clusters=list(options.clusters) or None, require_flows=False)
     flow = resolve_flow(config, options)
+    if prepare_flow is not None:
+        flow = prepare_flow(flow)
     chosen = list(steps if steps is not None else STEPS)
     names = [name for name, _ in chosen]
     store = StateStore(options.state_path())
@@ -237,6 +270,8 @@ def _drive(
             step.status = PENDING
             step.started_ms = time.time_ns() // 1_000_000
             step.attempts += 0 if options.dry_run else 1
+            if not options.dry_run:  # a run killed inside the step leaves the attempt on record
+                store.save(state)
             started = time.monotonic()
             try:
                 outcome = run(ctx)

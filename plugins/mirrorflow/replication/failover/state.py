@@ -31,8 +31,8 @@ PLANNED = "planned"
 """A dry run's status for a step: what it would do is in its result."""
 
 
-def default_state_dir(direction: str, primary: str, dr: str) -> Path:
-    return DEFAULT_ROOT / f"{direction}-{primary}-{dr}"
+def default_state_dir(direction: str, primary: str, dr: str, root: Path = DEFAULT_ROOT) -> Path:
+    return root / f"{direction}-{primary}-{dr}"
 
 
 @dataclass

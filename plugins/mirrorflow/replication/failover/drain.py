@@ -1,0 +1,134 @@
+"""Step 4: the drain (planned) and the RPO ledger (unplanned).
+
+Planned: with the old primary fenced, every replicated partition is copied in-process up to the end offset seen
+after the fence, and the copy's committed progress is read back: records at risk are 0 by construction, and
+checked. Unplanned: per partition, what the copy had committed (`copied_to`) and, when the old primary answers,
+its end offset; the difference is exactly the records that never reached the DR cluster.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from mirrorflow.core.errors import MirrorflowError
+from mirrorflow.core.progress import decode_progress, progress_topic
+from mirrorflow.kafka.compacted_log import read_to_end
+from mirrorflow.kafka.offsets import list_offsets
+from mirrorflow.replication.copy_plan import copyable, plan_copy
+from mirrorflow.replication.copy_range import CopyResult, CopyTask, copy_range
+from mirrorflow.replication.failover.runbook import TP, Context, Outcome, done, plan_partitions, tp_key
+from mirrorflow.replication.flow_cycle import TOPICS, run_control_plane
+from mirrorflow.replication.flow_rules import FlowRules, internal_separator
+
+log = logging.getLogger(__name__)
+COPY_ATTEMPTS = 5
+
+
+def copied_to(ctx: Context) -> dict[TP, int]:
+    """The copy's committed progress per source partition: the next upstream offset it will read."""
+    found: dict[TP, int] = {}
+    topic = progress_topic(ctx.flow.source, internal_separator(ctx.flow))
+    conf = ctx.flow.target_consumer.librdkafka()
+    keep = FlowRules.of(ctx.flow).should_replicate_topic
+    for _p, _o, key, value, _ts in read_to_end(ctx.flow.target, conf, topic, partitions=[0], timeout_s=ctx.timeout_s):
+        if key is not None and value is not None:
+            progress = decode_progress(key, value)
+            if keep(progress.topic):  # the progress topic is shared by every flow out of this source
+                found[(progress.topic, progress.partition)] = progress.next_upstream
+    return found
+
+
+def source_ends(ctx: Context, partitions: list[TP]) -> dict[TP, int]:
+    exactly_once = ctx.flow.delivery == "exactly-once"
+    admin = ctx.clients.source_admin
+    return list_offsets(
+        admin, ctx.flow.source, partitions, latest=True, read_committed=exactly_once, timeout_s=ctx.timeout_s
+    )
+
+
+def _copy_until_fenced_end(task: CopyTask) -> CopyResult:
+    """One partition up to the fenced end. The flow's own copy may still be running (it is paused after the
+    drain) and fences our transactional producer, or we fence it: both copy exactly once, so a fenced attempt
+    is simply made again; each attempt resumes from the committed progress."""
+    for attempt in range(1, COPY_ATTEMPTS + 1):
+        try:
+            return copy_range(task)
+        except Exception as err:  # the client's fencing error is not always wrapped by the transfer layer
+            if attempt == COPY_ATTEMPTS:
+                if isinstance(err, MirrorflowError):
+                    raise
+                raise MirrorflowError(f"copying {task.topic}-{task.partition} failed {attempt} times: {err}") from err
+            log.info("drain of %s-%d: attempt %d failed (%s); again", task.topic, task.partition, attempt, err)
+            time.sleep(0.5 * attempt)
+    raise AssertionError("unreachable")
+
+
+def drain(ctx: Context) -> Outcome:
+    if ctx.options.mode == "unplanned":
+        return ledger(ctx)
+    flow = ctx.flow
+    if ctx.dry_run:
+        lag = ctx.state.result("preflight").get("lag", {})
+        return done(would_copy={k: v["records"] for k, v in lag.items() if v["records"]}, records_at_risk=0)
+    run_control_plane(flow, ctx.clients, steps={TOPICS})  # remote topics exist before the last copy
+    plan = ctx.plan()
+    parts = copyable(plan)
+    wanted = [(t.topic, p) for t in parts for p in range(t.partitions)]
+    uncopyable = sorted(set(plan_partitions(plan)) - set(wanted))
+    if uncopyable:
+        raise MirrorflowError("no remote partition on the target for " + ", ".join(tp_key(*tp) for tp in uncopyable))
+    ends = source_ends(ctx, wanted)
+    tasks = plan_copy(flow, parts, interval=True, end_offsets=ends)
+    with ThreadPoolExecutor(max_workers=min(8, max(1, len(tasks)))) as pool:
+        results = list(pool.map(_copy_until_fenced_end, tasks))
+    copied = copied_to(ctx)
+    short = {tp: ends[tp] - copied.get(tp, 0) for tp in wanted if copied.get(tp, 0) < ends[tp]}
+    if short:
+        raise MirrorflowError(
+            "the drain did not reach the fenced end on "
+            + ", ".join(f"{tp_key(*tp)} ({n} left)" for tp, n in short.items())
+        )
+    partitions = [
+        {
+            "topic": t,
+            "partition": p,
+            "remote_topic": flow.policy().format_remote_topic(flow.source, t),
+            "source_end": ends[(t, p)],
+            "copied_to": copied.get((t, p), ends[(t, p)]),
+            "records_at_risk": 0,
+        }
+        for t, p in sorted(wanted)
+    ]
+    return done(copied_records=sum(r.records for r in results), partitions=partitions, records_at_risk=0)
+
+
+def ledger(ctx: Context) -> Outcome:
+    """Unplanned: per partition, what the copy had reached and, when the source answers, what it had not."""
+    flow = ctx.flow
+    copied = copied_to(ctx)
+    ends: dict[TP, int] | None = None
+    if ctx.source_reachable:
+        try:
+            ends = source_ends(ctx, plan_partitions(ctx.plan()))
+        except MirrorflowError:
+            ends = None
+    partitions: list[dict[str, Any]] = []
+    for t, p in sorted(set(copied) | set(ends or {})):
+        end = None if ends is None else ends.get((t, p))
+        at_risk: int | str = "unknown" if end is None else max(0, end - copied.get((t, p), 0))
+        partitions.append(
+            {
+                "topic": t,
+                "partition": p,
+                "remote_topic": flow.policy().format_remote_topic(flow.source, t),
+                "source_end": end,
+                "copied_to": copied.get((t, p)),
+                "records_at_risk": at_risk,
+            }
+        )
+    known = [x["records_at_risk"] for x in partitions if isinstance(x["records_at_risk"], int)]
+    total: int | str = sum(known) if ends is not None else "unknown"
+    return done(partitions=partitions, records_at_risk=total, source_reachable=ends is not None)

@@ -1,0 +1,179 @@
+"""Step 7 and its reads: where each moved group resumes on the target, committed there, read back, compared.
+
+Three sources of truth, per topic the group read on the source cluster:
+- a topic the flow replicates (`x` on A when failing over to B): the flow's exact offset map, forward;
+- a copy of the target's own topic (`A.x` on B when failing back to A): the inverse of the forward flow's map,
+  which the DR cluster holds (`OffsetMap.untranslate`), so those groups come home with 0 re-reads, 0 skips;
+- the source cluster down (unplanned): the last checkpoints on the target.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+from mirrorflow.core.errors import MirrorflowError
+from mirrorflow.core.patterns import compile_patterns, matches
+from mirrorflow.core.topic_selection import rename_topic_partition
+from mirrorflow.kafka.consumer_groups import describe_group_states, list_committed_offsets, write_group_offsets
+from mirrorflow.kafka.groups import CommittedOffset, committed_offsets, list_group_ids
+from mirrorflow.replication.checkpoints import group_filter
+from mirrorflow.replication.failover.runbook import TP, Context, Outcome, Refused, done, tp_key
+from mirrorflow.replication.flow_rules import FlowRules, internal_separator
+from mirrorflow.replication.group_sync import IDLE_STATES
+from mirrorflow.replication.offset_translation import (
+    CheckpointStore,
+    learn_leading_gaps,
+    load_offset_maps,
+    read_offset_maps,
+)
+
+
+def returning_topic(ctx: Context, topic: str) -> str | None:
+    """The target's own topic of which `topic` on the source is a copy (`A.x` on B -> `x` when moving B->A),
+    or None. Names that do not reveal their origin (IdentityReplicationPolicy) are never taken as copies."""
+    policy = ctx.flow.policy()
+    if policy.is_heartbeats_topic(topic) or policy.topic_source(topic) != ctx.flow.target:
+        return None
+    upstream = policy.upstream_topic(topic)
+    if not upstream or upstream == topic or policy.format_remote_topic(ctx.flow.target, upstream) != topic:
+        return None
+    return upstream
+
+
+def selected_group_offsets(ctx: Context) -> dict[str, dict[TP, CommittedOffset]]:
+    """The source's groups the runbook moves (`--groups`, else the flow's `groups` filter) with their offsets on
+    replicated topics and on copies of the target's topics."""
+    admin = ctx.clients.source_admin
+    wanted: Callable[[str], bool] = group_filter(ctx.flow).should_replicate_group
+    if ctx.options.groups is not None:
+        wanted = partial(matches, compile_patterns([ctx.options.groups], key="--groups"))
+    ids = [g for g in list_group_ids(admin, ctx.flow.source, ctx.timeout_s) if wanted(g)]
+    offsets = list_committed_offsets(admin, ctx.flow.source, ids, ctx.timeout_s)
+    keep_topic = FlowRules.of(ctx.flow).topic_filter.should_replicate_topic
+
+    def keep(topic: str) -> bool:
+        home = returning_topic(ctx, topic)
+        return keep_topic(topic if home is None else home)
+
+    return {g: {tp: o for tp, o in found.items() if keep(tp[0])} for g, found in offsets.items() if found}
+
+
+def translate(ctx: Context) -> list[dict[str, Any]]:
+    """Per group and partition: where the group resumes on the target, and how that was decided."""
+    if not ctx.source_reachable:
+        return _from_checkpoints(ctx)
+    flow, policy = ctx.flow, ctx.flow.policy()
+    offsets = selected_group_offsets(ctx)
+    homes = {t: returning_topic(ctx, t) for found in offsets.values() for t, _ in found}
+    forward_topics = {t for t, home in homes.items() if home is None}
+    maps = load_offset_maps(flow, topics=forward_topics, timeout_s=ctx.timeout_s)
+    positions = [(t, p, o.offset) for found in offsets.values() for (t, p), o in found.items() if t in forward_topics]
+    learn_leading_gaps(flow, maps, positions, ctx.clients.source_admin, ctx.timeout_s)
+    # The forward flow target->source keeps its maps on the source cluster: read them with our source clients.
+    inverse = read_offset_maps(
+        flow.source,
+        flow.source_consumer.librdkafka(),
+        flow.target,
+        internal_separator(flow),
+        topics={home for home in homes.values() if home is not None},
+        timeout_s=ctx.timeout_s,
+    )
+    rows: list[dict[str, Any]] = []
+    for group, found in sorted(offsets.items()):
+        for (topic, partition), committed in sorted(found.items()):
+            home = homes[topic]
+            if home is None:
+                remote = rename_topic_partition(
+                    topic, policy=policy, source_alias=flow.source, target_alias=flow.target
+                )
+                t = maps.translate(topic, partition, committed.offset)
+            else:
+                remote, t = home, inverse.untranslate(home, partition, committed.offset)
+            rows.append(_row(group, topic, remote, partition, committed.offset, t.offset, t.status, committed.metadata))
+    return rows
+
+
+def _from_checkpoints(ctx: Context) -> list[dict[str, Any]]:
+    """The source is down: what the last checkpoints on the target say."""
+    policy = ctx.flow.policy()
+    store = CheckpointStore.for_flow(ctx.flow, timeout_s=ctx.timeout_s)
+    regex = None if ctx.options.groups is None else compile_patterns([ctx.options.groups])
+    rows: list[dict[str, Any]] = []
+    for group in store.groups():
+        if regex is not None and not matches(regex, group):
+            continue
+        for (topic, partition), c in sorted(store.group_checkpoints(group).items()):
+            rows.append(
+                _row(
+                    group,
+                    policy.original_topic(topic),
+                    topic,
+                    partition,
+                    c.upstream_offset,
+                    c.downstream_offset,
+                    "checkpoint",
+                    c.metadata,
+                )
+            )
+    return rows
+
+
+def _row(
+    group: str, topic: str, remote: str, partition: int, upstream: int, offset: int | None, status: str, metadata: str
+) -> dict[str, Any]:
+    return {
+        "group": group,
+        "topic": topic,
+        "remote_topic": remote,
+        "partition": partition,
+        "upstream_offset": upstream,
+        "translated_offset": offset,
+        "status": status,
+        "metadata": metadata,
+    }
+
+
+def commit_offsets(ctx: Context) -> Outcome:
+    flow, opts = ctx.flow, ctx.options
+    if opts.mode == "planned":
+        groups = sorted(selected_group_offsets(ctx))
+        states = describe_group_states(ctx.clients.source_admin, flow.source, groups, ctx.timeout_s)
+        active = {g: s.state for g, s in states.items() if s.state not in IDLE_STATES}
+        if active:
+            raise Refused(
+                f"groups still consuming on {flow.source}: "
+                + ", ".join(f"{g} ({s})" for g, s in sorted(active.items()))
+                + "; stop those consumers so their last position is final, then run again"
+            )
+    rows = translate(ctx)
+    per_group: dict[str, dict[TP, CommittedOffset]] = {}
+    for r in rows:
+        if r["translated_offset"] is not None:
+            per_group.setdefault(r["group"], {})[(r["remote_topic"], r["partition"])] = CommittedOffset(
+                r["translated_offset"], r["metadata"]
+            )
+    states = describe_group_states(ctx.clients.target_admin, flow.target, sorted(per_group), ctx.timeout_s)
+    busy = {g: s.state for g, s in states.items() if s.state not in IDLE_STATES}
+    if busy:
+        raise Refused(
+            f"groups active on {flow.target}: "
+            + ", ".join(f"{g} ({s})" for g, s in sorted(busy.items()))
+            + "; stop them there first"
+        )
+    if ctx.dry_run:
+        return done(offsets=rows, would_commit=sum(len(v) for v in per_group.values()))
+    mismatched: list[str] = []
+    for group, offsets in sorted(per_group.items()):
+        write_group_offsets(ctx.clients.target_admin, flow.target, group, offsets, ctx.timeout_s)
+        back = committed_offsets(ctx.clients.target_admin, flow.target, group, ctx.timeout_s)
+        for tp, want in offsets.items():
+            got = back.get(tp)
+            if got is None or got.offset != want.offset:
+                mismatched.append(
+                    f"{group} {tp_key(*tp)}: wrote {want.offset}, read {None if got is None else got.offset}"
+                )
+    if mismatched:
+        raise MirrorflowError("offsets read back differ from those written: " + "; ".join(mismatched[:5]))
+    return done(offsets=rows, committed=sum(len(v) for v in per_group.values()), verified=True)

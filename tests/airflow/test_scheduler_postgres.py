@@ -1,0 +1,221 @@
+"""A flow DAG under a real Airflow scheduler: PostgreSQL metadata DB, LocalExecutor, no `dag.test()`.
+
+Debian's PostgreSQL runs as the `postgres` user (`mirrorflow.local.postgres`); a fresh AIRFLOW_HOME points at
+it; `airflow db migrate`, then `airflow dag-processor`, `airflow scheduler` and the Execution API
+(`airflow api-server --apps execution`, which LocalExecutor's task processes report to) run as subprocesses
+with their own environment, so the session-wide Airflow settings of tests/conftest.py stay untouched. The run
+is triggered with `airflow dags trigger`, and the records must arrive at B.
+
+Cost on 2 cores: ~1.5-3 min (PostgreSQL ~5 s, migrate ~20 s, processes ~30 s, one run with spark-submit local[2]).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psycopg2
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from mirrorflow.airflow.embedded import airflow_environment
+from mirrorflow.local.cluster import LocalClusters
+from mirrorflow.local.postgres import LocalPostgres
+from mirrorflow.local.process import free_ports, tail
+from mirrorflow.local.properties import mm2_config_text
+
+pytestmark = pytest.mark.integration
+BIN = Path(sys.executable).parent
+DAG_ID = "mirrorflow__A__B"
+RECORDS = 90
+RUN_TIMEOUT_S = 900.0
+
+
+@dataclass
+class Airflow:
+    env: dict[str, str]
+    home: Path
+    postgres: LocalPostgres
+    logs: list[Path]
+
+    def cli(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(BIN / "airflow"), *args], env=self.env, capture_output=True, text=True, timeout=timeout
+        )
+
+    def query(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+        connection = psycopg2.connect(host="127.0.0.1", port=self.postgres.port, user="postgres", dbname="airflow")
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute(sql, params)
+                return list(cursor.fetchall())
+        finally:
+            connection.close()
+
+    def diagnostics(self) -> str:
+        return "\n".join(f"== {log.name}\n{tail(log, 30)}" for log in self.logs)
+
+
+def write_config(path: Path, clusters: LocalClusters, topic: str) -> Path:
+    path.write_text(
+        mm2_config_text({a: clusters.bootstrap(a) for a in ("A", "B")}) + "A->B.enabled = true\n"
+        f"A->B.topics = {topic}\n"
+        "A->B.heartbeats.replication.enabled = false\n"
+        "A->B.mirrorflow.copy.mode = interval\n"
+        "A->B.mirrorflow.spark.master = local[2]\n"
+        "mirrorflow.schedule = none\n"  # runs only when triggered
+    )
+    return path
+
+
+def airflow_env(home: Path, config: Path, postgres: LocalPostgres) -> dict[str, str]:
+    """A clean environment: none of the session's AIRFLOW_* settings, all of this Airflow's."""
+    api_port, log_port, trigger_log_port = free_ports(3)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+    env.update(airflow_environment(home, config, parallelism=2))
+    env.update(
+        {
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": postgres.url,
+            # Airflow derives an asyncpg URL for its async engine; asyncpg is not installed and none of the
+            # processes here need the async engine (the REST "wait for a DAG run" endpoint and multi-team do).
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_ASYNC": "",
+            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{api_port}/execution/",
+            "AIRFLOW__API__HOST": "127.0.0.1",
+            "AIRFLOW__API__PORT": str(api_port),
+            # Every process must sign and check task tokens with the same secret.
+            "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(16),
+            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+            # The 5 s default read timeout of task processes on the Execution API fails tasks on a busy machine.
+            "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "60",
+            "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(log_port),
+            "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(trigger_log_port),
+            "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
+        }
+    )
+    return env
+
+
+def start(command: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """A process in its own session (its LocalExecutor workers and spark-submit JVMs join it); SIGTERM'd
+    by Linux if pytest dies first."""
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            ["setpriv", "--pdeathsig", "TERM", "--", *command],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def stop(processes: list[subprocess.Popen[bytes]]) -> None:
+    """SIGTERM each process group we started, then SIGKILL what is left after 30 s."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for proc in processes:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, sig)
+        deadline = time.monotonic() + 30
+        for proc in processes:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(max(0.1, deadline - time.monotonic()))
+
+
+@pytest.fixture
+def airflow_on_postgres(
+    tmp_path: Path, kafka_clusters: LocalClusters, unique_topic: Callable[..., str]
+) -> Iterator[tuple[Airflow, str]]:
+    topic = unique_topic("scheduler")
+    config = write_config(tmp_path / "mm2.properties", kafka_clusters, topic)
+    postgres = LocalPostgres().start()
+    processes: list[subprocess.Popen[bytes]] = []
+    try:
+        home = tmp_path / "airflow-home"
+        home.mkdir()
+        airflow = Airflow(airflow_env(home, config, postgres), home, postgres, [])
+        migrated = airflow.cli("db", "migrate")
+        assert migrated.returncode == 0, migrated.stderr[-3000:]
+        airflow_bin = str(BIN / "airflow")
+        for name, command in (
+            ("api-server", [airflow_bin, "api-server", "--apps", "execution", "--workers", "1"]),
+            ("dag-processor", [airflow_bin, "dag-processor"]),
+            ("scheduler", [airflow_bin, "scheduler"]),
+        ):
+            log = tmp_path / f"{name}.log"
+            airflow.logs.append(log)
+            processes.append(start(command, airflow.env, log))
+        yield airflow, topic
+    finally:
+        stop(processes)
+        postgres.stop()
+
+
+def wait_for(what: str, airflow: Airflow, probe: Callable[[], Any], timeout_s: float) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = probe()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout_s}s waiting for {what}\n{airflow.diagnostics()}")
+        time.sleep(2)
+
+
+def end_offsets(bootstrap: str, topic: str, partitions: int) -> list[int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{uuid.uuid4().hex[:8]}"})
+    try:
+        return [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)]
+    finally:
+        consumer.close()
+
+
+def test_a_triggered_flow_dag_runs_under_the_scheduler_on_postgres(
+    airflow_on_postgres: tuple[Airflow, str],
+    kafka_clusters: LocalClusters,
+    kafka_admin: Callable[..., AdminClient],
+    kafka_producer: Callable[..., Producer],
+) -> None:
+    airflow, topic = airflow_on_postgres
+    kafka_admin("A").create_topics([NewTopic(topic, 2, 1)])[topic].result()
+    producer = kafka_producer("A")
+    for i in range(RECORDS):
+        producer.produce(topic, key=str(i).encode(), value=f"v{i}".encode(), partition=i % 2)
+    assert producer.flush(30) == 0
+
+    # The dag-processor parses dags/ and stores the DAG in PostgreSQL; then the run is triggered.
+    wait_for(
+        "the DAG in the metadata DB", airflow, lambda: airflow.query("SELECT 1 FROM dag WHERE dag_id = %s", DAG_ID), 300
+    )
+    triggered = airflow.cli("dags", "trigger", DAG_ID)
+    assert triggered.returncode == 0, triggered.stderr[-3000:]
+
+    def finished() -> str | None:
+        rows = airflow.query("SELECT state FROM dag_run WHERE dag_id = %s", DAG_ID)
+        states = [row[0] for row in rows]
+        return next((s for s in states if s in ("success", "failed")), None)
+
+    state = wait_for("the triggered run to finish", airflow, finished, RUN_TIMEOUT_S)
+    tasks = dict(airflow.query("SELECT task_id, state FROM task_instance WHERE dag_id = %s", DAG_ID))
+    assert state == "success", f"{tasks}\n{airflow.diagnostics()}"
+    assert set(tasks.values()) == {"success"}, tasks
+    jobs = {row[0] for row in airflow.query("SELECT job_type FROM job")}
+    assert "SchedulerJob" in jobs, jobs
+
+    [(copy_xcom,)] = airflow.query("SELECT value FROM xcom WHERE dag_id = %s AND task_id = 'copy'", DAG_ID)
+    copied = copy_xcom if isinstance(copy_xcom, dict) else json.loads(copy_xcom)
+    assert (copied["records"], copied["master"]) == (RECORDS, "local[2]")
+    # each partition: its 45 records plus the commit marker of the one transaction that carried them
+    assert end_offsets(kafka_clusters.bootstrap("B"), f"A.{topic}", 2) == [RECORDS // 2 + 1] * 2
