@@ -82,6 +82,8 @@ def test_the_copy_operator_ships_package_and_env_to_a_standalone_master(
     config = tmp_path / "mm2.properties"
     config.write_text("clusters = A, B\nA.bootstrap.servers = 127.0.0.1:1\nB.bootstrap.servers = 127.0.0.1:2\n")
     config.write_text(config.read_text() + "A->B.enabled = true\n")
+    # An earlier in-process local copy may have set PYSPARK_PYTHON in this process: judge the operator's own env.
+    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
     monkeypatch.setenv("FAKE_SPARK_RECORD", str(record))
     monkeypatch.setenv(ARCHIVE_ENV, str(archive))
     monkeypatch.setenv("AIRFLOW_CONN_MIRRORFLOW_SPARK", json.dumps({"conn_type": "spark", "host": "spark://m:7077"}))

@@ -77,16 +77,17 @@ def compile_patterns(items: Sequence[str], *, key: str = "regex list") -> re.Pat
     """
     if not items:
         return None
-    # Items that cannot be wrong are not compiled one by one: a huge list with one bad item fails fast.
-    for item in items:
-        if _PLAIN_NAME.fullmatch(item) is None:
-            try:
-                re.compile(translate_java_regex(item), re.ASCII)
-            except (_JavaSyntaxError, _NoPythonEquivalent, re.error) as item_error:
-                raise PatternError(_describe(key, item, item_error)) from item_error
     try:
+        # MM2 compiles the joined pattern: `(a, b)` is valid although neither item is on its own.
         return re.compile(translate_java_regex("|".join(items)), re.ASCII)
     except (_JavaSyntaxError, _NoPythonEquivalent, re.error) as joined_error:
+        # Name the culprit; items that cannot be wrong are skipped, so a huge list fails fast.
+        for item in items:
+            if _PLAIN_NAME.fullmatch(item) is None:
+                try:
+                    re.compile(translate_java_regex(item), re.ASCII)
+                except (_JavaSyntaxError, _NoPythonEquivalent, re.error) as item_error:
+                    raise PatternError(_describe(key, item, item_error)) from item_error
         raise PatternError(_describe(key, "|".join(items), joined_error)) from joined_error
 
 
