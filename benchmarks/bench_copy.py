@@ -34,7 +34,8 @@ from mirrorflow.config.loader import load_config
 from mirrorflow.config.model import Flow
 from mirrorflow.local.cluster import LocalClusters
 from mirrorflow.replication.copy_plan import SourcePartitions, plan_copy
-from mirrorflow.replication.copy_range import CopyTask, copy_range
+from mirrorflow.replication.copy_range import copy_range
+from mirrorflow.replication.copy_task import CopyTask
 
 KEEP = {"retention.ms": "-1"}
 VARIANTS = {

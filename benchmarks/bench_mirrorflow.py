@@ -13,7 +13,6 @@ import os
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -23,8 +22,9 @@ from confluent_kafka.admin import NewTopic
 from harness import COMPACT, KEEP, ArrivalWatch, Case, RssSampler, Watching, create_topics, delete_topics
 from mirrorflow.config.loader import load_config
 from mirrorflow.config.model import Flow
+from mirrorflow.replication.copy_group import copy_ranges
 from mirrorflow.replication.copy_plan import SourcePartitions, plan_copy
-from mirrorflow.replication.copy_range import CopyTask, copy_range
+from mirrorflow.replication.copy_task import CopyTask
 from report import MIRRORFLOW, Overhead, Run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -73,11 +73,10 @@ def tasks_of(flow: Flow, case: Case, *, interval: bool, run_seconds: float | Non
 
 
 def _copy_child(tasks: list[CopyTask], conn: Connection) -> None:
-    """In the child: copy every task in its own thread; send (start, records) when done."""
+    """In the child: copy every task in its own thread (as one Spark task does); send (start, records) when done."""
     started = time.perf_counter()
     conn.send(("started", started))
-    with ThreadPoolExecutor(max_workers=len(tasks), thread_name_prefix="copy") as pool:
-        records = sum(r.records for r in pool.map(copy_range, tasks))
+    records = sum(r.records for r in copy_ranges(tasks))
     conn.send(("done", records))
 
 

@@ -50,7 +50,8 @@ from mirrorflow.kafka import metrics_store  # noqa: E402
 from mirrorflow.replication import copy_range as copy_range_module  # noqa: E402
 from mirrorflow.replication.checkpoints import CheckpointReport, EmittedCheckpoint  # noqa: E402
 from mirrorflow.replication.copy_plan import copyable, plan_copy, summarise  # noqa: E402
-from mirrorflow.replication.copy_range import CopyResult, CopyTask, load_progress, load_segments  # noqa: E402
+from mirrorflow.replication.copy_setup import load_progress, load_segments  # noqa: E402
+from mirrorflow.replication.copy_task import CopyResult, CopyTask  # noqa: E402
 from mirrorflow.replication.discovery import FlowPlan, plan_topics  # noqa: E402
 from mirrorflow.replication.flow_cycle import ControlPlaneReport  # noqa: E402
 from mirrorflow.replication.flow_rules import FlowRules  # noqa: E402
@@ -245,8 +246,9 @@ def dag_parsing(flows: int, clusters: int) -> dict[str, Any]:
 
 
 def spark_tasks(all_tasks: list[CopyTask], count: int, master: str) -> dict[str, Any]:
-    """A job of one Spark task per CopyTask (as `run_copy_tasks` builds it) that only counts its input; the first
-    `count` tasks, extrapolated to all (the cost per task does not depend on the job's size)."""
+    """A job of one Spark task per CopyTask (as `run_copy_groups` runs it when slots are as many as partitions)
+    that only counts its input; the first `count` tasks, extrapolated to all (the cost per task does not depend
+    on the job's size)."""
     tasks = all_tasks[:count]
     from mirrorflow.spark.copy_job import spark_session
 

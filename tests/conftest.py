@@ -37,6 +37,7 @@ from typing import Any  # noqa: E402
 import pytest  # noqa: E402
 from confluent_kafka import Consumer, Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient  # noqa: E402
+from tests.kafka_helpers import KafkaKit  # noqa: E402
 
 from mirrorflow.local.cluster import LocalClusters  # noqa: E402
 
@@ -142,3 +143,15 @@ def kafka_consumer(kafka_clusters: LocalClusters) -> Iterator[Callable[..., Cons
     for consumer in consumers:
         consumer.close()
     consumers.clear()
+
+
+@pytest.fixture
+def kafka(
+    kafka_clusters: LocalClusters,
+    kafka_admin: Callable[..., AdminClient],
+    kafka_producer: Callable[..., Producer],
+    kafka_consumer: Callable[..., Consumer],
+    unique_topic: Callable[..., str],
+) -> KafkaKit:
+    """The five fixtures above in one argument: `kafka.admin("A")`, `kafka.topic("t")`, `kafka.bootstrap("B")`."""
+    return KafkaKit(kafka_clusters, kafka_admin, kafka_producer, kafka_consumer, unique_topic)

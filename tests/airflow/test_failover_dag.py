@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from mirrorflow.airflow.failover_dag import STEP_NAMES, options_from_params
 from mirrorflow.core.errors import UsageError
@@ -173,31 +173,24 @@ def test_run_loop_drops_a_flow_paused_while_it_runs(tmp_path: Path) -> None:
 
 
 # ---- against the session's clusters ---------------------------------------------------------------------------
-def _copied_flow(
-    tmp_path: Path,
-    clusters: LocalClusters,
-    kafka_admin: Callable[..., AdminClient],
-    kafka_producer: Callable[..., Producer],
-    unique_topic: Callable[..., str],
-) -> tuple[Path, str, str]:
+def _copied_flow(live_flow: Any) -> tuple[Path, str, str]:
     """A->B with 30 records copied (checkpoints and all), 10 more on A, and a group part-way on A."""
     from mirrorflow.config.loader import load_config
     from mirrorflow.replication.copy_plan import SourcePartitions, plan_copy
     from mirrorflow.replication.copy_range import copy_range
     from mirrorflow.replication.flow_cycle import TOPICS, run_control_plane
 
-    topic = unique_topic("fodag")
+    topic = live_flow.source_topic("fodag")
     prefix = f"fodag-{uuid.uuid4().hex[:8]}-"
-    kafka_admin("A").create_topics([NewTopic(topic, 2, 1)])[topic].result()
-    path = tmp_path / "mm2.properties"
+    path = live_flow.tmp_path / "mm2.properties"
     path.write_text(
-        mm2_config_text({a: clusters.bootstrap(a) for a in ("A", "B")}, "admin.timeout.ms = 30000\n")
+        live_flow.config_text("admin.timeout.ms = 30000\n")
         + f"A->B.enabled = true\nA->B.topics = {topic}\nA->B.groups = {prefix}.*\n"
         "A->B.heartbeats.replication.enabled = false\nA->B.mirrorflow.copy.mode = interval\n"
         "mirrorflow.schedule = 1h\n"
     )
     flow = load_config(path).flow("A->B")
-    producer = kafka_producer("A")
+    producer = live_flow.producer("A")
     for i in range(40):
         producer.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode(), partition=i % 2)
         if i == 29:
@@ -211,7 +204,7 @@ def _copied_flow(
     deadline = time.monotonic() + 30
     while True:
         try:
-            kafka_admin("A").alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, offsets)])[
+            live_flow.admin("A").alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, offsets)])[
                 group
             ].result()
             break
@@ -237,40 +230,19 @@ def _snapshot(kafka_admin: Callable[..., AdminClient], group: str, topic: str) -
     }
 
 
-def _report_xcom(dag_run: Any) -> dict[str, Any]:
-    from airflow.models.xcom import XComModel
-    from airflow.utils.session import create_session
-
-    with create_session() as session:
-        rows = session.scalars(
-            XComModel.get_many(run_id=dag_run.run_id, dag_ids=dag_run.dag_id, key="return_value", task_ids="report")
-        ).all()
-        [value] = [XComModel.deserialize_value(row) for row in rows]
-        assert isinstance(value, dict)
-        return value
-
-
 @pytest.mark.integration
 def test_a_dry_run_from_the_dag_succeeds_and_changes_nothing(
-    airflow_db: None,
-    tmp_path: Path,
-    kafka_clusters: LocalClusters,
-    kafka_admin: Callable[..., AdminClient],
-    kafka_producer: Callable[..., Producer],
-    unique_topic: Callable[..., str],
-    dag_bag: Callable[..., Any],
-    state_root: Path,
+    airflow_db: None, live_flow: Any, state_root: Path
 ) -> None:
-    config, topic, group = _copied_flow(tmp_path, kafka_clusters, kafka_admin, kafka_producer, unique_topic)
-    before = _snapshot(kafka_admin, group, topic)
-    dag = dag_bag(config).dags["mirrorflow_failover"]
+    config, topic, group = _copied_flow(live_flow)
+    before = _snapshot(live_flow.admin, group, topic)
+    dag = live_flow.dag(config, "mirrorflow_failover")
     conf = {"primary": "A", "dr": "B", "groups": group, "dry_run": True, "fence": "acl"}
     dag_run = dag.test(run_conf={**conf, "fence_principals": ["User:dry"], "redirect": "topic"})
-    states = {ti.task_id: ti.state for ti in dag_run.get_task_instances()}
-    assert dag_run.state == "success", states
-    assert _snapshot(kafka_admin, group, topic) == before
+    assert dag_run.state == "success", live_flow.states(dag_run)
+    assert _snapshot(live_flow.admin, group, topic) == before
     assert paused_flows(state_root) == {}
-    pointer = _report_xcom(dag_run)
+    pointer = live_flow.return_value(dag_run, "report")
     assert set(pointer) >= {"report", "dry_run", "completed", "groups", "partitions"}
     assert pointer["dry_run"] is True and pointer["completed"] is False and pointer["groups"] == 1
     report = json.loads(Path(pointer["report"]).read_text())
@@ -285,15 +257,7 @@ def test_a_dry_run_from_the_dag_succeeds_and_changes_nothing(
 
 @pytest.mark.integration
 def test_a_planned_failover_from_the_dag_commits_the_translated_offsets(
-    airflow_db: None,
-    tmp_path: Path,
-    kafka_clusters: LocalClusters,
-    kafka_admin: Callable[..., AdminClient],
-    kafka_producer: Callable[..., Producer],
-    unique_topic: Callable[..., str],
-    dag_bag: Callable[..., Any],
-    state_root: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    airflow_db: None, live_flow: Any, state_root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from airflow.sdk.exceptions import AirflowSkipException
 
@@ -302,25 +266,26 @@ def test_a_planned_failover_from_the_dag_commits_the_translated_offsets(
     from mirrorflow.kafka.groups import committed_offsets
     from mirrorflow.replication.remote_cluster_utils import translate_group
 
-    config, topic, group = _copied_flow(tmp_path, kafka_clusters, kafka_admin, kafka_producer, unique_topic)
+    kafka_clusters: LocalClusters = live_flow.clusters
+    config, topic, group = _copied_flow(live_flow)
     expected = translate_group(load_config(config), group, "A", "B", live=True)
     # B's address only in an Airflow connection, as the flow DAGs take credentials: the runbook must merge it.
     text = config.read_text().replace(kafka_clusters.bootstrap("B"), UNREACHABLE["B"])
     config.write_text(text + "B.mirrorflow.connection = fo_dag_b\n")
     extra = {"bootstrap.servers": kafka_clusters.bootstrap("B")}
     monkeypatch.setenv("AIRFLOW_CONN_FO_DAG_B", json.dumps({"conn_type": "kafka", "extra": extra}))
-    dag = dag_bag(config).dags["mirrorflow_failover"]
+    dag = live_flow.dag(config, "mirrorflow_failover")
     conf = {"primary": "A", "dr": "B", "groups": group, "dry_run": False, "fence": "none", "max_lag_records": 1000}
     dag_run = dag.test(run_conf=conf)
-    states = {ti.task_id: ti.state for ti in dag_run.get_task_instances()}
+    states = live_flow.states(dag_run)
     assert dag_run.state == "success", states
     assert set(states.values()) == {"success"}, states
 
     assert {(t.topic, t.partition) for t in expected} == {(f"A.{topic}", 0), (f"A.{topic}", 1)}
-    on_b = committed_offsets(kafka_admin("B"), "B", group, 10)
+    on_b = committed_offsets(live_flow.admin("B"), "B", group, 10)
     assert {(t.topic, t.partition): t.offset for t in expected} == {tp: o.offset for tp, o in on_b.items()}
 
-    pointer = _report_xcom(dag_run)
+    pointer = live_flow.return_value(dag_run, "report")
     report = json.loads(Path(pointer["report"]).read_text())
     assert pointer["completed"] is True and report["completed"] and pointer["fence"] == "unfenced"
     assert Path(pointer["report_md"]).read_text().startswith("# Failover A -> B (planned)")
@@ -331,14 +296,7 @@ def test_a_planned_failover_from_the_dag_commits_the_translated_offsets(
 
 
 @pytest.mark.integration
-def test_a_refused_task_resumes_exactly_there_when_run_again(
-    tmp_path: Path,
-    kafka_clusters: LocalClusters,
-    kafka_admin: Callable[..., AdminClient],
-    kafka_producer: Callable[..., Producer],
-    unique_topic: Callable[..., str],
-    state_root: Path,
-) -> None:
+def test_a_refused_task_resumes_exactly_there_when_run_again(tmp_path: Path, live_flow: Any, state_root: Path) -> None:
     """The task callables as Airflow runs them (same run id = same state): the lag gate refuses preflight; once
     the lag is gone, running that task again (a clear) passes and the later tasks each run their step once."""
     from mirrorflow.airflow.failover_dag import REPORT_TASK, report_step, run_step
@@ -348,7 +306,7 @@ def test_a_refused_task_resumes_exactly_there_when_run_again(
     from mirrorflow.replication.failover.runbook import FailoverFailed
     from mirrorflow.replication.failover.state import StateStore
 
-    config, topic, group = _copied_flow(tmp_path, kafka_clusters, kafka_admin, kafka_producer, unique_topic)
+    config, topic, group = _copied_flow(live_flow)
     params = {"primary": "A", "dr": "B", "groups": group, "dry_run": False, "fence": "none", "max_lag_records": 0}
     common = {"config_path": str(config), "direction": "failover", "repo": str(tmp_path), "run_id": "manual__t1"}
     with pytest.raises(FailoverFailed, match=r"'preflight' refused: replication lag 5 records > --max-lag-records 0"):

@@ -16,18 +16,14 @@ import signal
 import threading
 import time
 import uuid
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Consumer, TopicPartition
 
 from mirrorflow.config.loader import load_config
 from mirrorflow.local.cluster import LocalClusters
-from mirrorflow.local.properties import mm2_config_text
 from mirrorflow.replication.audit import audit_flow, committed_progress
 
 pytestmark = pytest.mark.integration
@@ -100,31 +96,11 @@ def task_tries(dag_run: Any) -> dict[str, tuple[str, int]]:
     return {ti.task_id: (str(ti.state), ti.try_number) for ti in dag_run.get_task_instances()}
 
 
-def copy_xcom(dag_run: Any) -> dict[str, Any]:
-    from airflow.models.xcom import XComModel
-    from airflow.utils.session import create_session
-
-    with create_session() as session:
-        [row] = session.scalars(
-            XComModel.get_many(run_id=dag_run.run_id, dag_ids=dag_run.dag_id, task_ids="copy", key="return_value")
-        ).all()
-        value: dict[str, Any] = XComModel.deserialize_value(row)
-        return value
-
-
 @pytest.mark.timeout(1800)  # two spark-submits and a whole DAG run: many minutes when the machine is busy
-def test_a_copy_task_killed_mid_copy_is_completed_by_airflows_retry(
-    airflow_db: None,
-    tmp_path: Path,
-    kafka_clusters: LocalClusters,
-    kafka_admin: Callable[..., AdminClient],
-    kafka_producer: Callable[..., Producer],
-    unique_topic: Callable[..., str],
-    dag_bag: Callable[..., Any],
-) -> None:
-    topic = unique_topic("retry")
-    kafka_admin("A").create_topics([NewTopic(topic, PARTITIONS, 1, config={"retention.ms": "-1"})])[topic].result()
-    producer = kafka_producer("A", {"linger.ms": 50})
+def test_a_copy_task_killed_mid_copy_is_completed_by_airflows_retry(airflow_db: None, live_flow: Any) -> None:
+    kafka_clusters: LocalClusters = live_flow.clusters
+    topic = live_flow.source_topic("retry", PARTITIONS, {"retention.ms": "-1"})
+    producer = live_flow.producer("A", {"linger.ms": 50})
     for i in range(RECORDS):
         while True:
             try:
@@ -133,7 +109,7 @@ def test_a_copy_task_killed_mid_copy_is_completed_by_airflows_retry(
             except BufferError:  # the local queue is full: let deliveries drain it
                 producer.poll(0.5)
     assert producer.flush(60) == 0
-    config = tmp_path / "mm2.properties"
+    config = live_flow.tmp_path / "mm2.properties"
     flow_lines = (
         "admin.timeout.ms = 30000\n"
         "A->B.enabled = true\n"
@@ -142,10 +118,8 @@ def test_a_copy_task_killed_mid_copy_is_completed_by_airflows_retry(
         "A->B.mirrorflow.copy.mode = interval\n"
         "A->B.mirrorflow.spark.master = local[2]\n"
     )
-    config.write_text(mm2_config_text({a: kafka_clusters.bootstrap(a) for a in ("A", "B")}, flow_lines))
-    bag = dag_bag(config)
-    assert bag.import_errors == {}
-    dag = bag.dags["mirrorflow__A__B"]
+    config.write_text(live_flow.config_text(flow_lines))
+    dag = live_flow.dag(config)
     copy = dag.task_dict["copy"]
     assert copy.retries >= 1, "the factory gives the copy task retries"
     copy.retry_delay = dt.timedelta(seconds=1)
@@ -168,7 +142,7 @@ def test_a_copy_task_killed_mid_copy_is_completed_by_airflows_retry(
     assert 0 < killer.committed_at_kill < RECORDS, "killed mid-copy, after a commit"
 
     flow = load_config(config).flow("A->B")
-    result = copy_xcom(dag_run)
+    result = live_flow.return_value(dag_run, "copy")
     report = audit_flow(flow, topics=topic, timeout_s=60)
     faults = {k: report[k] for k in FAULT_KEYS}
     print(f"airflow retry: try 2 copied {result['records']}, audit {faults}, checked {report['checked']}")

@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Consumer, TopicPartition
 
 from mirrorflow.local.cluster import LocalClusters
 from mirrorflow.local.properties import mm2_config_text
@@ -40,17 +38,6 @@ def write_flow_config(path: Path, clusters: LocalClusters, topic: str, group: st
     return path
 
 
-def xcoms(dag_run: Any) -> dict[str, Any]:
-    from airflow.models.xcom import XComModel
-    from airflow.utils.session import create_session
-
-    with create_session() as session:
-        rows = session.scalars(
-            XComModel.get_many(run_id=dag_run.run_id, dag_ids=dag_run.dag_id, key="return_value")
-        ).all()
-        return {row.task_id: XComModel.deserialize_value(row) for row in rows}
-
-
 def end_offsets(bootstrap: str, topic: str, partitions: int) -> list[int]:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{uuid.uuid4().hex[:8]}"})
     try:
@@ -59,19 +46,11 @@ def end_offsets(bootstrap: str, topic: str, partitions: int) -> list[int]:
         consumer.close()
 
 
-def test_one_run_of_the_flow_dag_replicates_records_and_groups(
-    airflow_db: None,
-    tmp_path: Path,
-    kafka_clusters: LocalClusters,
-    kafka_admin: Callable[..., AdminClient],
-    kafka_producer: Callable[..., Producer],
-    unique_topic: Callable[..., str],
-    dag_bag: Callable[..., Any],
-) -> None:
-    topic = unique_topic("dag")
+def test_one_run_of_the_flow_dag_replicates_records_and_groups(airflow_db: None, live_flow: Any) -> None:
+    kafka_clusters: LocalClusters = live_flow.clusters
+    topic = live_flow.source_topic("dag")
     group = f"g-{topic}"
-    kafka_admin("A").create_topics([NewTopic(topic, 2, 1)])[topic].result()
-    producer = kafka_producer("A")
+    producer = live_flow.producer("A")
     for i in range(RECORDS):
         producer.produce(topic, key=str(i).encode(), value=f"v{i}".encode(), partition=i % 2)
     assert producer.flush(30) == 0
@@ -79,15 +58,13 @@ def test_one_run_of_the_flow_dag_replicates_records_and_groups(
     committer.commit(offsets=[TopicPartition(topic, 0, COMMITTED)], asynchronous=False)
     committer.close()
 
-    config = write_flow_config(tmp_path / "mm2.properties", kafka_clusters, topic, group)
-    bag = dag_bag(config)
-    assert bag.import_errors == {}
-    dag_run = bag.dags["mirrorflow__A__B"].test()
+    config = write_flow_config(live_flow.tmp_path / "mm2.properties", kafka_clusters, topic, group)
+    dag_run = live_flow.dag(config).test()
 
-    states = {ti.task_id: ti.state for ti in dag_run.get_task_instances()}
+    states = live_flow.states(dag_run)
     assert dag_run.state == "success", states
     assert set(states.values()) == {"success"}
-    results = xcoms(dag_run)
+    results = live_flow.xcoms(dag_run)
     print(json.dumps(results, indent=1, default=str)[:4000])
 
     assert results["copy"]["records"] == RECORDS
@@ -102,7 +79,7 @@ def test_one_run_of_the_flow_dag_replicates_records_and_groups(
     [emitted] = checkpoints["emitted"]
     assert (emitted["topic"], emitted["partition"], emitted["upstream_offset"]) == (remote, 0, COMMITTED)
     assert results["sync_group_offsets"]["last"]["written"], results["sync_group_offsets"]
-    target = kafka_admin("B")
+    target = live_flow.admin("B")
     from confluent_kafka import ConsumerGroupTopicPartitions
 
     [future] = target.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)]).values()

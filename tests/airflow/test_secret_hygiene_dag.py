@@ -14,16 +14,12 @@ from __future__ import annotations
 import json
 import os
 import secrets
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from mirrorflow.local.cluster import LocalClusters
-from mirrorflow.local.properties import mm2_config_text
 
 pytestmark = pytest.mark.integration
 RECORDS = 40
@@ -31,29 +27,24 @@ RECORDS = 40
 
 def test_a_flow_dag_run_leaks_no_secret(
     airflow_db: None,
-    tmp_path: Path,
-    kafka_clusters: LocalClusters,
-    kafka_admin: Callable[..., AdminClient],
-    kafka_producer: Callable[..., Producer],
-    unique_topic: Callable[..., str],
-    dag_bag: Callable[..., Any],
+    live_flow: Any,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    kafka_clusters: LocalClusters = live_flow.clusters
     sasl_password, key_password, connection_password = (f"mfleak{secrets.token_hex(10)}" for _ in range(3))
-    topic = unique_topic("hygiene")
-    kafka_admin("A").create_topics([NewTopic(topic, 2, 1)])[topic].result()
-    producer = kafka_producer("A")
+    topic = live_flow.source_topic("hygiene")
+    producer = live_flow.producer("A")
     for i in range(RECORDS):
         producer.produce(topic, value=f"v{i}".encode(), partition=i % 2)
     assert producer.flush(30) == 0
 
-    secret_file = tmp_path / "secrets.properties"
+    secret_file = live_flow.tmp_path / "secrets.properties"
     secret_file.write_text(f"key.password={key_password}\n")
-    config = tmp_path / "mm2.properties"
+    config = live_flow.tmp_path / "mm2.properties"
     config.write_text(
-        mm2_config_text({a: kafka_clusters.bootstrap(a) for a in ("A", "B")}) + "A->B.enabled = true\n"
+        live_flow.config_text() + "A->B.enabled = true\n"
         f"A->B.topics = {topic}\n"
         "A->B.heartbeats.replication.enabled = false\n"
         "A->B.mirrorflow.copy.mode = interval\n"
@@ -73,18 +64,10 @@ def test_a_flow_dag_run_leaks_no_secret(
             }
         ),
     )
-    bag = dag_bag(config)
-    assert bag.import_errors == {}
-    dag_run = bag.dags["mirrorflow__A__B"].test()
-    states = {ti.task_id: ti.state for ti in dag_run.get_task_instances()}
-    assert dag_run.state == "success", states
+    dag_run = live_flow.dag(config).test()
+    assert dag_run.state == "success", live_flow.states(dag_run)
 
-    from airflow.models.xcom import XComModel
-    from airflow.utils.session import create_session
-
-    with create_session() as session:
-        rows = session.scalars(XComModel.get_many(run_id=dag_run.run_id, dag_ids=dag_run.dag_id)).all()
-        xcom_values = {row.task_id: XComModel.deserialize_value(row) for row in rows}
+    xcom_values = live_flow.xcoms(dag_run, key=None)  # every key: a secret must hide in none of them
     assert xcom_values["copy"]["records"] == RECORDS, "the copy ran with the secret-bearing clients"
 
     from mirrorflow.airflow import dashboard

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,33 +16,14 @@ from confluent_kafka.admin import (
     AclOperation,
     AclPermissionType,
     AdminClient,
-    AlterConfigOpType,
-    ConfigEntry,
     ConfigResource,
-    NewPartitions,
-    NewTopic,
     ResourcePatternType,
     ResourceType,
 )
+from tests.cli.cli_helpers import MIRRORFLOW, cli, write_config
+from tests.kafka_helpers import Topics
 
-from mirrorflow.cli.app import main
 from mirrorflow.local.cluster import LocalClusters
-from mirrorflow.local.properties import mm2_config_text
-
-MIRRORFLOW = Path(sys.executable).with_name("mirrorflow")
-
-
-def write_config(path: Path, clusters: LocalClusters, body: str) -> Path:
-    path.write_text(mm2_config_text({a: clusters.bootstrap(a) for a in ("A", "B")}, body))
-    return path
-
-
-def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exited:
-        main(list(args))
-    out, err = capsys.readouterr()
-    code = exited.value.code
-    return (code if isinstance(code, int) else 1), out, err
 
 
 def snapshot(admin: AdminClient, tag: str) -> dict[str, Any]:
@@ -68,20 +48,15 @@ def test_plan_changes_nothing_and_run_once_then_does_what_it_showed(
 ) -> None:
     tag = unique_topic("plan")
     config = write_config(tmp_path / "mm2.properties", kafka_clusters, f"A->B.enabled = true\nA->B.topics = {tag}.*\n")
-    a = AdminClient({"bootstrap.servers": kafka_clusters.bootstrap("A")})
-    b = AdminClient({"bootstrap.servers": kafka_clusters.bootstrap("B")})
+    topics = Topics(kafka_clusters)
+    a, b = topics.admin("A"), topics.admin("B")
     existing, new = f"{tag}-existing", f"{tag}-new"
-    a.create_topics([NewTopic(existing, 1, 1, config={"retention.ms": "3600000"})])[existing].result(30)
+    topics.create("A", existing, 1, {"retention.ms": "3600000"})
     assert cli(capsys, "run", str(config), "--flow", "A->B", "--once")[0] == 0
     # Now make work for the plan: a new topic, a grown topic with config drift, an ACL.
-    a.create_topics([NewTopic(new, 2, 1, config={"cleanup.policy": "compact"})])[new].result(30)
-    a.create_partitions([NewPartitions(existing, 3)])[existing].result(30)
-    change = ConfigResource(
-        ResourceType.TOPIC,
-        existing,
-        incremental_configs=[ConfigEntry("retention.ms", "7200000", incremental_operation=AlterConfigOpType.SET)],
-    )
-    a.incremental_alter_configs([change])[change].result(30)
+    topics.create("A", new, 2, {"cleanup.policy": "compact"})
+    topics.add_partitions("A", existing, 3)
+    topics.alter("A", existing, set_={"retention.ms": "7200000"})
     acl = AclBinding(
         ResourceType.TOPIC,
         new,

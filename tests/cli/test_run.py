@@ -7,7 +7,6 @@ from __future__ import annotations
 import itertools
 import json
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -15,27 +14,11 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from tests.cli.cli_helpers import MIRRORFLOW, cli, write_config
 
-from mirrorflow.cli.app import main
 from mirrorflow.core.heartbeat import Heartbeat
 from mirrorflow.kafka.compacted_log import read_to_end
 from mirrorflow.local.cluster import LocalClusters
-from mirrorflow.local.properties import mm2_config_text
-
-MIRRORFLOW = Path(sys.executable).with_name("mirrorflow")
-
-
-def write_config(path: Path, clusters: LocalClusters, body: str) -> Path:
-    path.write_text(mm2_config_text({a: clusters.bootstrap(a) for a in ("A", "B")}, body))
-    return path
-
-
-def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exited:
-        main(list(args))
-    out, err = capsys.readouterr()
-    code = exited.value.code
-    return (code if isinstance(code, int) else 1), out, err
 
 
 def heartbeats_since(clusters: LocalClusters, alias: str, since_ms: int) -> list[Heartbeat]:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from mirrorflow.config.model import Flow, MirrorConfig
-from mirrorflow.replication.copy_range import CopyTask
+from mirrorflow.replication.copy_task import CopyTask
 
 SASL = "mfsaslsecret7f3a9c21"
 KEY = "mfkeysecret0b8e44d2"

@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 from confluent_kafka import (
-    OFFSET_BEGINNING,
     TIMESTAMP_CREATE_TIME,
-    Consumer,
     ConsumerGroupTopicPartitions,
     KafkaError,
     KafkaException,
-    Message,
     Producer,
     TopicPartition,
 )
@@ -23,18 +19,15 @@ from confluent_kafka.admin import (
     AclBindingFilter,
     AclOperation,
     AclPermissionType,
-    AdminClient,
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
     ConfigSource,
     NewPartitions,
-    NewTopic,
     ResourcePatternType,
     ResourceType,
 )
-
-from mirrorflow.local.cluster import LocalClusters
+from tests.kafka_helpers import KafkaKit, create_topic, read_partition
 
 pytestmark = pytest.mark.integration
 
@@ -42,49 +35,22 @@ TIMEOUT_S = 30.0
 Y2K_MS = 946_684_800_000  # 2000-01-01T00:00:00Z: an old CreateTime the broker must keep as given
 
 
-def create_topic(admin: AdminClient, name: str, partitions: int = 1, config: dict[str, str] | None = None) -> None:
-    futures = admin.create_topics([NewTopic(name, partitions, 1, config=config or {})], operation_timeout=TIMEOUT_S)
-    futures[name].result(TIMEOUT_S)
-
-
 def delivered(producer: Producer) -> None:
     assert producer.flush(TIMEOUT_S) == 0, "records still queued after flush"
 
 
-def read_partition(consumer: Consumer, topic: str, partition: int = 0) -> list[Message]:
-    """Every record of one partition up to its end (the consumer must have `enable.partition.eof`)."""
-    consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
-    records: list[Message] = []
-    deadline = time.monotonic() + TIMEOUT_S
-    while time.monotonic() < deadline:
-        msg = consumer.poll(0.5)
-        if msg is None:
-            continue
-        error = msg.error()
-        if error is not None:
-            if error.code() == KafkaError._PARTITION_EOF:
-                return records
-            raise KafkaException(error)
-        records.append(msg)
-    raise AssertionError(f"no end of {topic}-{partition} within {TIMEOUT_S}s; got {len(records)} records")
-
-
-def test_each_alias_is_its_own_cluster_formatted_with_our_id(
-    kafka_clusters: LocalClusters, kafka_admin: Callable[..., AdminClient]
-) -> None:
+def test_each_alias_is_its_own_cluster_formatted_with_our_id(kafka: KafkaKit) -> None:
     ids = {}
     for alias in ("A", "B"):
-        description = kafka_admin(alias).describe_cluster().result(TIMEOUT_S)
-        assert [node.port for node in description.nodes] == [int(kafka_clusters.bootstrap(alias).split(":")[1])]
+        description = kafka.admin(alias).describe_cluster().result(TIMEOUT_S)
+        assert [node.port for node in description.nodes] == [int(kafka.bootstrap(alias).split(":")[1])]
         ids[alias] = description.cluster_id
-        assert description.cluster_id == kafka_clusters.spec(alias).cluster_id
+        assert description.cluster_id == kafka.clusters.spec(alias).cluster_id
     assert ids["A"] != ids["B"]
 
 
-def test_topic_configs_are_stored_and_described(
-    kafka_admin: Callable[..., AdminClient], unique_topic: Callable[..., str]
-) -> None:
-    admin, topic = kafka_admin("A"), unique_topic()
+def test_topic_configs_are_stored_and_described(kafka: KafkaKit) -> None:
+    admin, topic = kafka.admin("A"), kafka.topic()
     create_topic(
         admin,
         topic,
@@ -116,14 +82,9 @@ def test_topic_configs_are_stored_and_described(
     assert len(admin.list_topics(topic, timeout=TIMEOUT_S).topics[topic].partitions) == 2
 
 
-def test_records_keep_keys_headers_create_times_and_tombstones(
-    kafka_admin: Callable[..., AdminClient],
-    kafka_producer: Callable[..., Producer],
-    kafka_consumer: Callable[..., Consumer],
-    unique_topic: Callable[..., str],
-) -> None:
-    topic = unique_topic()
-    create_topic(kafka_admin("A"), topic, config={"retention.ms": "-1"})  # keep the year-2000 record
+def test_records_keep_keys_headers_create_times_and_tombstones(kafka: KafkaKit) -> None:
+    topic = kafka.topic()
+    create_topic(kafka.admin("A"), topic, config={"retention.ms": "-1"})  # keep the year-2000 record
     now_ms = int(time.time() * 1000)
     sent: list[dict[str, Any]] = [
         {
@@ -135,12 +96,12 @@ def test_records_keep_keys_headers_create_times_and_tombstones(
         {"key": None, "value": b"no key", "headers": None, "timestamp": now_ms},
         {"key": b"k1", "value": None, "headers": [("reason", b"delete")], "timestamp": now_ms + 1},
     ]
-    producer = kafka_producer("A", {"enable.idempotence": True})
+    producer = kafka.producer("A", {"enable.idempotence": True})
     for record in sent:
         producer.produce(topic, partition=0, **record)
     delivered(producer)
 
-    got = read_partition(kafka_consumer("A"), topic)
+    got = read_partition(kafka.consumer("A"), topic)
 
     assert [m.offset() for m in got] == [0, 1, 2]
     assert [(m.key(), m.value()) for m in got] == [(b"k1", b"v1"), (None, b"no key"), (b"k1", None)]
@@ -154,11 +115,9 @@ def test_records_keep_keys_headers_create_times_and_tombstones(
     assert got[2].headers() == [("reason", b"delete")]
 
 
-def test_acls_are_created_and_described_by_the_standard_authorizer(
-    kafka_admin: Callable[..., AdminClient], unique_topic: Callable[..., str]
-) -> None:
-    admin, topic = kafka_admin("A"), unique_topic()
-    principal = f"User:{unique_topic('alice')}"
+def test_acls_are_created_and_described_by_the_standard_authorizer(kafka: KafkaKit) -> None:
+    admin, topic = kafka.admin("A"), kafka.topic()
+    principal = f"User:{kafka.topic('alice')}"
     bindings = [
         AclBinding(
             ResourceType.TOPIC,
@@ -199,10 +158,8 @@ def test_acls_are_created_and_described_by_the_standard_authorizer(
     assert admin.describe_acls(mine, request_timeout=TIMEOUT_S).result(TIMEOUT_S) == []
 
 
-def test_partitions_grow_but_never_shrink(
-    kafka_admin: Callable[..., AdminClient], unique_topic: Callable[..., str]
-) -> None:
-    admin, topic = kafka_admin("A"), unique_topic()
+def test_partitions_grow_but_never_shrink(kafka: KafkaKit) -> None:
+    admin, topic = kafka.admin("A"), kafka.topic()
     create_topic(admin, topic, 1)
 
     admin.create_partitions([NewPartitions(topic, 3)], operation_timeout=TIMEOUT_S)[topic].result(TIMEOUT_S)
@@ -216,20 +173,15 @@ def test_partitions_grow_but_never_shrink(
     assert shrink.value.args[0].code() == KafkaError.INVALID_PARTITIONS
 
 
-def test_committed_group_offsets_are_read_back_and_resumed_from(
-    kafka_admin: Callable[..., AdminClient],
-    kafka_producer: Callable[..., Producer],
-    kafka_consumer: Callable[..., Consumer],
-    unique_topic: Callable[..., str],
-) -> None:
-    admin, topic, group = kafka_admin("A"), unique_topic(), unique_topic("group")
+def test_committed_group_offsets_are_read_back_and_resumed_from(kafka: KafkaKit) -> None:
+    admin, topic, group = kafka.admin("A"), kafka.topic(), kafka.topic("group")
     create_topic(admin, topic)
-    producer = kafka_producer("A")
+    producer = kafka.producer("A")
     for index in range(10):
         producer.produce(topic, value=b"%d" % index, partition=0)
     delivered(producer)
 
-    committer = kafka_consumer("A", {"group.id": group})
+    committer = kafka.consumer("A", {"group.id": group})
     committer.commit(offsets=[TopicPartition(topic, 0, 5, metadata="checkpoint")], asynchronous=False)
     committer.close()
 
@@ -238,7 +190,7 @@ def test_committed_group_offsets_are_read_back_and_resumed_from(
     [committed] = [tp for tp in result.topic_partitions if tp.topic == topic]
     assert (committed.partition, committed.offset, committed.metadata) == (0, 5, "checkpoint")
 
-    resumer = kafka_consumer("A", {"group.id": group})
+    resumer = kafka.consumer("A", {"group.id": group})
     resumer.subscribe([topic])
     deadline = time.monotonic() + TIMEOUT_S
     first = None
@@ -248,15 +200,10 @@ def test_committed_group_offsets_are_read_back_and_resumed_from(
     assert (first.offset(), first.value()) == (5, b"5")
 
 
-def test_read_committed_hides_aborted_transactions(
-    kafka_admin: Callable[..., AdminClient],
-    kafka_producer: Callable[..., Producer],
-    kafka_consumer: Callable[..., Consumer],
-    unique_topic: Callable[..., str],
-) -> None:
-    topic = unique_topic()
-    create_topic(kafka_admin("A"), topic)
-    producer = kafka_producer("A", {"transactional.id": unique_topic("tx")})
+def test_read_committed_hides_aborted_transactions(kafka: KafkaKit) -> None:
+    topic = kafka.topic()
+    create_topic(kafka.admin("A"), topic)
+    producer = kafka.producer("A", {"transactional.id": kafka.topic("tx")})
     producer.init_transactions(TIMEOUT_S)
     for values, commit in ((["c0", "c1", "c2"], True), (["a0", "a1"], False), (["c3"], True)):
         producer.begin_transaction()
@@ -268,12 +215,12 @@ def test_read_committed_hides_aborted_transactions(
         else:
             producer.abort_transaction(TIMEOUT_S)
 
-    committed = read_partition(kafka_consumer("A", {"isolation.level": "read_committed"}), topic)
-    everything = read_partition(kafka_consumer("A", {"isolation.level": "read_uncommitted"}), topic)
+    committed = read_partition(kafka.consumer("A", {"isolation.level": "read_committed"}), topic)
+    everything = read_partition(kafka.consumer("A", {"isolation.level": "read_uncommitted"}), topic)
 
     assert [m.value() for m in committed] == [b"c0", b"c1", b"c2", b"c3"]
     assert [m.value() for m in everything] == [b"c0", b"c1", b"c2", b"a0", b"a1", b"c3"]
     # Each commit or abort wrote a control record, which takes an offset but is never delivered.
     assert [m.offset() for m in everything] == [0, 1, 2, 4, 5, 7]
-    low, high = kafka_consumer("A").get_watermark_offsets(TopicPartition(topic, 0), TIMEOUT_S)
+    low, high = kafka.consumer("A").get_watermark_offsets(TopicPartition(topic, 0), TIMEOUT_S)
     assert (low, high) == (0, 9)

@@ -9,16 +9,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from confluent_kafka.admin import (
-    AdminClient,
-    AlterConfigOpType,
-    ConfigEntry,
-    ConfigResource,
-    ConfigSource,
-    NewPartitions,
-    NewTopic,
-    ResourceType,
-)
+from tests.kafka_helpers import Topics
 
 from mirrorflow.config.loader import load_config
 from mirrorflow.config.model import MirrorConfig
@@ -63,49 +54,6 @@ def retry_until_passes(check: Callable[[], T], timeout_s: float = 15.0) -> T:
 def eventually() -> Callable[..., Any]:
     """`eventually(lambda: ..., timeout_s=15)`: retry a check until it passes."""
     return retry_until_passes
-
-
-class Topics:
-    """Plain confluent-kafka admin calls for arranging and checking topics, independent of the code under test."""
-
-    def __init__(self, clusters: LocalClusters) -> None:
-        self._clusters = clusters
-        self._admins: dict[str, AdminClient] = {}
-
-    def admin(self, alias: str) -> AdminClient:
-        if alias not in self._admins:
-            self._admins[alias] = AdminClient({"bootstrap.servers": self._clusters.bootstrap(alias)})
-        return self._admins[alias]
-
-    def create(self, alias: str, name: str, partitions: int = 1, config: dict[str, str] | None = None) -> None:
-        futures = self.admin(alias).create_topics(
-            [NewTopic(name, partitions, 1, config=config or {})], operation_timeout=30
-        )
-        futures[name].result(30)
-
-    def names(self, alias: str) -> set[str]:
-        return set(self.admin(alias).list_topics(timeout=30).topics)
-
-    def partitions(self, alias: str, name: str) -> int:
-        topic = self.admin(alias).list_topics(name, timeout=30).topics[name]
-        if topic.error is not None:
-            raise AssertionError(f"{alias}:{name}: {topic.error}")
-        return len(topic.partitions)
-
-    def add_partitions(self, alias: str, name: str, total: int) -> None:
-        self.admin(alias).create_partitions([NewPartitions(name, total)])[name].result(30)
-
-    def configs(self, alias: str, name: str) -> dict[str, tuple[str | None, str]]:
-        """`{key: (value, ConfigSource name)}` of a topic."""
-        resource = ConfigResource(ResourceType.TOPIC, name)
-        entries = self.admin(alias).describe_configs([resource])[resource].result(30)
-        return {k: (e.value, ConfigSource(e.source).name) for k, e in entries.items()}
-
-    def alter(self, alias: str, name: str, set_: dict[str, str] | None = None, delete: Sequence[str] = ()) -> None:
-        entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in (set_ or {}).items()]
-        entries += [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in delete]
-        resource = ConfigResource(ResourceType.TOPIC, name, incremental_configs=entries)
-        self.admin(alias).incremental_alter_configs([resource])[resource].result(30)
 
 
 @pytest.fixture

@@ -5,68 +5,28 @@ that seeks to the checkpointed offsets reads exactly what the source group had n
 from __future__ import annotations
 
 import itertools
-import time
 import uuid
 from collections.abc import Callable
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Producer, TopicPartition
+from confluent_kafka.admin import NewTopic
+from tests.kafka_helpers import KafkaKit, read_contents
+from tests.replication.helpers import a_to_b, commit_offsets, copy_all
 
 from mirrorflow.config.model import Flow, MirrorConfig
 from mirrorflow.core.checkpoint import Checkpoint
 from mirrorflow.kafka.compacted_log import read_to_end
 from mirrorflow.replication.checkpoints import emit_checkpoints
-from mirrorflow.replication.copy_plan import SourcePartitions, plan_copy
-from mirrorflow.replication.copy_range import copy_range
 from mirrorflow.replication.flow_cycle import TOPICS, run_control_plane
 from mirrorflow.replication.offset_translation import CheckpointStore
 
 pytestmark = pytest.mark.integration
 
-Content = tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]]]
-
 
 def make_flow(write_config: Callable[..., MirrorConfig], topic: str, groups: str, **keys: str) -> Flow:
-    extra = "".join(f"A->B.{k} = {v}\n" for k, v in keys.items())
-    return write_config(f"A->B.enabled = true\nA->B.topics = {topic}\nA->B.groups = {groups}\n{extra}").flow("A->B")
-
-
-def copy(flow: Flow, topic: str, partitions: int) -> int:
-    tasks = plan_copy(flow, [SourcePartitions(topic, f"A.{topic}", partitions)], interval=True)
-    return sum(copy_range(t).records for t in tasks)
-
-
-def commit(admin: AdminClient, group: str, offsets: dict[tuple[str, int], int]) -> None:
-    """Commit through the admin API; a fresh cluster's group coordinator may still be loading at first."""
-    partitions = [TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())]
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            request = [ConsumerGroupTopicPartitions(group, partitions)]
-            result = admin.alter_consumer_group_offsets(request)[group].result()
-            break
-        except KafkaException:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
-    assert all(tp.error is None for tp in result.topic_partitions)
-
-
-def read_from(consumer: Consumer, topic: str, partition: int, offset: int) -> list[Content]:
-    """Records (key, value, headers) from `offset` to the end (read_committed readers stop at the LSO)."""
-    consumer.assign([TopicPartition(topic, partition, offset)])
-    out: list[Content] = []
-    while True:
-        m = consumer.poll(10)
-        assert m is not None, f"timed out reading {topic}-{partition}"
-        err = m.error()
-        if err is not None:
-            assert err.code() == KafkaError._PARTITION_EOF, err
-            consumer.unassign()
-            return out
-        out.append((m.key(), m.value(), list(m.headers() or [])))
+    return a_to_b(write_config, topics=topic, groups=groups, **keys)
 
 
 def produce_source(kafka_producer: Callable[..., Producer], topic: str) -> None:
@@ -90,23 +50,19 @@ def produce_source(kafka_producer: Callable[..., Producer], topic: str) -> None:
 
 
 def test_checkpoints_translate_exactly_stay_monotonic_and_follow_rewinds(
-    write_config: Callable[..., MirrorConfig],
-    kafka_admin: Callable[..., AdminClient],
-    kafka_producer: Callable[..., Producer],
-    kafka_consumer: Callable[..., Consumer],
-    unique_topic: Callable[..., str],
+    write_config: Callable[..., MirrorConfig], kafka: KafkaKit
 ) -> None:
-    topic = unique_topic("ckpt")
+    topic = kafka.topic("ckpt")
     prefix = f"ckpt-{uuid.uuid4().hex[:8]}-"
-    kafka_admin("A").create_topics([NewTopic(topic, 3, 1)])[topic].result()
-    produce_source(kafka_producer, topic)
-    layout = kafka_consumer("A", {"isolation.level": "read_uncommitted"})
+    kafka.admin("A").create_topics([NewTopic(topic, 3, 1)])[topic].result()
+    produce_source(kafka.producer, topic)
+    layout = kafka.consumer("A", {"isolation.level": "read_uncommitted"})
     assert layout.get_watermark_offsets(TopicPartition(topic, 1), timeout=10) == (0, 19), "p1 layout as documented"
     flow = make_flow(write_config, topic, f"{prefix}.*")
     run_control_plane(flow, steps={TOPICS})
-    assert copy(flow, topic, 3) == 20 + 12
+    assert copy_all(flow, topic, 3) == 20 + 12
 
-    source_admin = kafka_admin("A")
+    source_admin = kafka.admin("A")
     positions = {
         "zero": {0: 0, 1: 0, 2: 0},
         "end": {0: 20, 1: 19},
@@ -117,8 +73,8 @@ def test_checkpoints_translate_exactly_stay_monotonic_and_follow_rewinds(
         "in-txn": {1: 11},
     }
     for name, offsets in positions.items():
-        commit(source_admin, prefix + name, {(topic, p): o for p, o in offsets.items()})
-    commit(source_admin, f"other-{uuid.uuid4().hex[:6]}", {(topic, 0): 3})  # not selected by `groups`
+        commit_offsets(source_admin, prefix + name, {(topic, p): o for p, o in offsets.items()})
+    commit_offsets(source_admin, f"other-{uuid.uuid4().hex[:6]}", {(topic, 0): 3})  # not selected by `groups`
 
     report = emit_checkpoints(flow)
     remote = f"A.{topic}"
@@ -131,12 +87,12 @@ def test_checkpoints_translate_exactly_stay_monotonic_and_follow_rewinds(
     assert all(e.latency_ms is not None and e.latency_ms >= 0 for e in emitted.values())
 
     # 0 re-reads, 0 skips: the target from the checkpoint holds exactly the source's unread records.
-    source_reader = kafka_consumer("A", {"isolation.level": "read_committed", "fetch.wait.max.ms": 10})
-    target_reader = kafka_consumer("B", {"isolation.level": "read_committed", "fetch.wait.max.ms": 10})
+    source_reader = kafka.consumer("A", {"isolation.level": "read_committed", "fetch.wait.max.ms": 10})
+    target_reader = kafka.consumer("B", {"isolation.level": "read_committed", "fetch.wait.max.ms": 10})
     for (group, p), e in sorted(emitted.items()):
         assert e.upstream_offset == positions[group.removeprefix(prefix)][p]
-        unread = read_from(source_reader, topic, p, e.upstream_offset)
-        resumed = read_from(target_reader, remote, p, e.downstream_offset)
+        unread = read_contents(source_reader, topic, p, e.upstream_offset)
+        resumed = read_contents(target_reader, remote, p, e.downstream_offset)
         assert resumed == unread, f"{group} {remote}-{p} from {e.downstream_offset}"
 
     # The records are MM2's bytes, on partition 0, stamped with the listing time.
@@ -161,13 +117,13 @@ def test_checkpoints_translate_exactly_stay_monotonic_and_follow_rewinds(
     assert again.not_more_recent >= len(emitted)
 
     # The source moves on, one group follows it, another rewinds: both are emitted.
-    more = kafka_producer("A")
+    more = kafka.producer("A")
     for i in range(20, 25):
         more.produce(topic, key=f"k{i}".encode(), value=f"p0-{i}".encode(), partition=0, headers=[("i", b"%d" % i)])
     assert more.flush(30) == 0
-    assert copy(flow, topic, 3) == 5
-    commit(source_admin, prefix + "mid", {(topic, 0): 22})
-    commit(source_admin, prefix + "end", {(topic, 0): 3})
+    assert copy_all(flow, topic, 3) == 5
+    commit_offsets(source_admin, prefix + "mid", {(topic, 0): 22})
+    commit_offsets(source_admin, prefix + "end", {(topic, 0): 3})
     store = CheckpointStore.for_flow(flow)
     third = emit_checkpoints(flow, store=store)
     moved = {(e.group.removeprefix(prefix), e.partition): e for e in third.emitted if e.group.startswith(prefix)}
@@ -176,7 +132,7 @@ def test_checkpoints_translate_exactly_stay_monotonic_and_follow_rewinds(
     for key, e in moved.items():
         group = prefix + key[0]
         assert store.last(group, remote, 0) is not None
-        assert read_from(target_reader, remote, 0, e.downstream_offset) == read_from(
+        assert read_contents(target_reader, remote, 0, e.downstream_offset) == read_contents(
             source_reader, topic, 0, e.upstream_offset
         )
     assert not [e for e in emit_checkpoints(flow, store=store).emitted if e.group.startswith(prefix)]

@@ -13,21 +13,20 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from tests.kafka_helpers import KafkaKit
+from tests.replication.helpers import a_to_b, copy_tasks
 
-from mirrorflow.config.loader import load_config
-from mirrorflow.config.model import Flow
+from mirrorflow.config.model import Flow, MirrorConfig
 from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.kafka.sample_data import read_topic
 from mirrorflow.kafka.transfer import TargetWriter
-from mirrorflow.local.cluster import LocalClusters
-from mirrorflow.replication.copy_plan import SourcePartitions, plan_copy
-from mirrorflow.replication.copy_range import CopyTask, copy_range
+from mirrorflow.replication.copy_range import copy_range
+from mirrorflow.replication.copy_task import CopyTask
 from mirrorflow.replication.flow_cycle import run_control_plane
 
 pytestmark = pytest.mark.integration
@@ -40,22 +39,11 @@ RUNNER = (
 )
 
 
-def make_flow(tmp_path: Path, clusters: LocalClusters, topic: str, delivery: str) -> Flow:
-    path = tmp_path / "mm2.properties"
-    path.write_text(
-        "clusters = A, B\n"
-        f"A.bootstrap.servers = {clusters.bootstrap('A')}\n"
-        f"B.bootstrap.servers = {clusters.bootstrap('B')}\n"
-        "A->B.enabled = true\n"
-        f"A->B.topics = {topic}\n"
-        f"A->B.mirrorflow.delivery = {delivery}\n"
-        "replication.factor = 1\n"
-        "checkpoints.topic.replication.factor = 1\n"
-        "heartbeats.topic.replication.factor = 1\n"
-        "offset-syncs.topic.replication.factor = 1\n"
-        "admin.timeout.ms = 30000\n"
-    )
-    return load_config(path).flow("A->B")
+def make_flow(write_config: Callable[..., MirrorConfig], topic: str, delivery: str) -> Flow:
+    """The flow of `topic`, with its remote topic and internal topics created by the control plane."""
+    flow = a_to_b(write_config, topics=topic, **{"mirrorflow.delivery": delivery})
+    run_control_plane(flow)
+    return flow
 
 
 def seed(admin: AdminClient, producer: Producer, topic: str) -> None:
@@ -90,30 +78,22 @@ def kill_mid_copy(task: CopyTask, tmp_path: Path, rng: random.Random, probe: Con
 
 @pytest.mark.parametrize("delivery", ["exactly-once", "at-least-once"])
 def test_killed_copies_resume_without_loss(
-    tmp_path: Path,
-    kafka_clusters: LocalClusters,
-    kafka_admin: Callable[..., AdminClient],
-    kafka_producer: Callable[..., Producer],
-    kafka_consumer: Callable[..., Consumer],
-    unique_topic: Callable[..., str],
-    delivery: str,
+    tmp_path: Path, write_config: Callable[..., MirrorConfig], kafka: KafkaKit, delivery: str
 ) -> None:
-    topic = unique_topic("fault")
-    seed(kafka_admin("A"), kafka_producer("A"), topic)
-    flow = make_flow(tmp_path, kafka_clusters, topic, delivery)
-    run_control_plane(flow)
-    [task] = plan_copy(flow, [SourcePartitions(topic, f"A.{topic}", 1)], interval=True)
-    task = replace(task, batch_records=BATCH, batch_ms=100)
+    topic = kafka.topic("fault")
+    seed(kafka.admin("A"), kafka.producer("A"), topic)
+    flow = make_flow(write_config, topic, delivery)
+    [task] = copy_tasks(flow, topic, batch_records=BATCH, batch_ms=100)
     rng = random.Random(f"{delivery}-{topic}")
     partial = []
-    probe = kafka_consumer("B")
+    probe = kafka.consumer("B")
     for _ in range(TRIALS):
         if kill_mid_copy(task, tmp_path, rng, probe):
-            partial.append(len(read_topic(kafka_clusters.bootstrap("B"), f"A.{topic}").get(0, [])))
+            partial.append(len(read_topic(kafka.bootstrap("B"), f"A.{topic}").get(0, [])))
     assert any(0 < n < RECORDS for n in partial), f"no kill landed mid-range (visible after kills: {partial})"
     copy_range(task)
 
-    copied = [r[0] for r in read_topic(kafka_clusters.bootstrap("B"), f"A.{topic}")[0]]
+    copied = [r[0] for r in read_topic(kafka.bootstrap("B"), f"A.{topic}")[0]]
     counts = Counter(copied)
     assert set(counts) == {str(i).encode() for i in range(RECORDS)}, "every record arrived"
     duplicates = sum(n - 1 for n in counts.values())
@@ -125,19 +105,10 @@ def test_killed_copies_resume_without_loss(
         assert duplicates <= TRIALS * BATCH
 
 
-def test_a_zombie_writer_is_fenced(
-    tmp_path: Path,
-    kafka_clusters: LocalClusters,
-    kafka_admin: Callable[..., AdminClient],
-    kafka_producer: Callable[..., Producer],
-    kafka_consumer: Callable[..., Consumer],
-    unique_topic: Callable[..., str],
-) -> None:
-    topic = unique_topic("zombie")
-    seed(kafka_admin("A"), kafka_producer("A"), topic)
-    flow = make_flow(tmp_path, kafka_clusters, topic, "exactly-once")
-    run_control_plane(flow)
-    [task] = plan_copy(flow, [SourcePartitions(topic, f"A.{topic}", 1)], interval=True)
+def test_a_zombie_writer_is_fenced(write_config: Callable[..., MirrorConfig], kafka: KafkaKit) -> None:
+    topic = kafka.topic("zombie")
+    seed(kafka.admin("A"), kafka.producer("A"), topic)
+    [task] = copy_tasks(make_flow(write_config, topic, "exactly-once"), topic)
     zombie = TargetWriter("B", task.target_producer, transactional_id=task.transactional_id, timeout_s=30)
     zombie.begin()
     zombie.produce(task.remote_topic, 0, b"zombie", b"must never be visible")
@@ -145,5 +116,5 @@ def test_a_zombie_writer_is_fenced(
     assert copy_range(task).records == RECORDS  # the new attempt fences the zombie and copies everything
     with pytest.raises(MirrorflowError):
         zombie.commit()
-    copied = read_topic(kafka_clusters.bootstrap("B"), task.remote_topic)[0]
+    copied = read_topic(kafka.bootstrap("B"), task.remote_topic)[0]
     assert len(copied) == RECORDS and all(key != b"zombie" for key, *_ in copied)

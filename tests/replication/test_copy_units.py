@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from mirrorflow.core.offset_map import OffsetMap, Segment
 from mirrorflow.kafka.transfer import READER_DEFAULTS, WRITER_DEFAULTS, tuned
-from mirrorflow.replication.copy_range import prune
+from mirrorflow.replication.copy_setup import prune
 
 
 def test_prune_syncs_the_records_it_forgets_then_tombstones_whole_segments() -> None:

@@ -12,8 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
+from tests.kafka_helpers import KafkaKit, read_contents
+from tests.replication.helpers import commit_offsets, copy_all, failover_config
 
 from mirrorflow.config.model import MirrorConfig
 from mirrorflow.core.acl_rules import AclBinding
@@ -22,30 +24,12 @@ from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.kafka.acls import delete_acls, describe_topic_acls
 from mirrorflow.kafka.compacted_log import read_to_end
 from mirrorflow.kafka.groups import committed_offsets
-from mirrorflow.replication.copy_plan import SourcePartitions, plan_copy
-from mirrorflow.replication.copy_range import copy_range
 from mirrorflow.replication.failover.runbook import FailoverFailed, FailoverOptions, Outcome, run_failover
 from mirrorflow.replication.failover.state import StateStore, paused_flows
 from mirrorflow.replication.failover.steps import STEPS
 from mirrorflow.replication.flow_cycle import TOPICS, run_control_plane
 
 pytestmark = pytest.mark.integration
-
-Record = tuple[bytes | None, bytes | None]
-
-
-def _read_from(consumer: Consumer, topic: str, partition: int, offset: int) -> list[Record]:
-    consumer.assign([TopicPartition(topic, partition, offset)])
-    out: list[Record] = []
-    while True:
-        m = consumer.poll(10)
-        assert m is not None, f"timed out reading {topic}-{partition}"
-        err = m.error()
-        if err is not None:
-            assert err.code() == KafkaError._PARTITION_EOF, err
-            consumer.unassign()
-            return out
-        out.append((m.key(), m.value()))
 
 
 def _produce(producer: Producer, topic: str, start: int, count: int) -> None:
@@ -54,66 +38,42 @@ def _produce(producer: Producer, topic: str, start: int, count: int) -> None:
     assert producer.flush(30) == 0
 
 
-def _commit(admin: AdminClient, group: str, offsets: dict[tuple[str, int], int]) -> None:
-    partitions = [TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())]
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, partitions)])[group].result()
-            return
-        except Exception:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
-
-
-def _setup(
-    write_config: Callable[..., MirrorConfig],
-    kafka_admin: Callable[..., AdminClient],
-    kafka_producer: Callable[..., Producer],
-    unique_topic: Callable[..., str],
-) -> tuple[MirrorConfig, str, str]:
+def _setup(write_config: Callable[..., MirrorConfig], kafka: KafkaKit) -> tuple[MirrorConfig, str, str]:
     """A 2-partition topic with 40 records on A; 30 copied to B; one group of A part-way through."""
-    topic = unique_topic("fo")
+    topic = kafka.topic("fo")
     prefix = f"fo-{uuid.uuid4().hex[:8]}-"
-    kafka_admin("A").create_topics([NewTopic(topic, 2, 1)])[topic].result()
-    config = write_config(
-        f"A->B.enabled = true\nA->B.topics = {topic}\nA->B.groups = {prefix}.*\n"
-        # The session clusters are shared: other tests' heartbeats must not count in this flow's drain.
-        "A->B.heartbeats.replication.enabled = false\n"
-    )
+    config = failover_config(write_config, kafka.admin("A"), topic, 2, f"{prefix}.*")
     flow = config.flow("A->B")
-    producer = kafka_producer("A")
+    producer = kafka.producer("A")
     _produce(producer, topic, 0, 30)
     run_control_plane(flow, steps={TOPICS})
-    tasks = plan_copy(flow, [SourcePartitions(topic, f"A.{topic}", 2)], interval=True)
-    assert sum(copy_range(t).records for t in tasks) == 30
+    assert copy_all(flow, topic, 2) == 30
     _produce(producer, topic, 30, 10)  # not copied yet: the drain must copy them
-    _commit(kafka_admin("A"), prefix + "g1", {(topic, 0): 4, (topic, 1): 18})
-    _commit(kafka_admin("A"), prefix + "g2", {(topic, 0): 17})  # past the copy (15) before the drain
+    commit_offsets(kafka.admin("A"), prefix + "g1", {(topic, 0): 4, (topic, 1): 18})
+    commit_offsets(kafka.admin("A"), prefix + "g2", {(topic, 0): 17})  # past the copy (15) before the drain
     return config, topic, prefix
 
 
+def _options(config: MirrorConfig, prefix: str, tmp_path: Path, **settings: Any) -> FailoverOptions:
+    """A failover of `_setup`'s groups from A to B, its state under `tmp_path`, with this test's `settings`."""
+    return FailoverOptions(
+        config=config.path, primary="A", dr="B", groups=f"{prefix}.*", state_dir=str(tmp_path / "state"), **settings
+    )
+
+
 def test_planned_failover_with_acl_fence_resumes_and_consumers_resume_exactly(
-    tmp_path: Path,
-    write_config: Callable[..., MirrorConfig],
-    kafka_admin: Callable[..., AdminClient],
-    kafka_producer: Callable[..., Producer],
-    kafka_consumer: Callable[..., Consumer],
-    unique_topic: Callable[..., str],
+    tmp_path: Path, write_config: Callable[..., MirrorConfig], kafka: KafkaKit
 ) -> None:
-    config, topic, prefix = _setup(write_config, kafka_admin, kafka_producer, unique_topic)
+    config, topic, prefix = _setup(write_config, kafka)
     principal = f"User:fo-{uuid.uuid4().hex[:6]}"
-    options = FailoverOptions(
-        config=config.path,
-        primary="A",
-        dr="B",
-        groups=f"{prefix}.*",
+    options = _options(
+        config,
+        prefix,
+        tmp_path,
         fence="acl",
         fence_principals=(principal,),
         fence_verify_seconds=1.0,
         redirect="topic",
-        state_dir=str(tmp_path / "state"),
         max_lag_records=1000,
     )
     # A failure injected at the commit step: every earlier step is recorded as done.
@@ -145,24 +105,24 @@ def test_planned_failover_with_acl_fence_resumes_and_consumers_resume_exactly(
     assert all(p["records_at_risk"] == 0 and p["copied_to"] == p["source_end"] for p in report["partitions"])
 
     # The fence is in place (and is ours to lift); the flow is marked paused.
-    acls = describe_topic_acls(kafka_admin("A"), "A", 10)
+    acls = describe_topic_acls(kafka.admin("A"), "A", 10)
     ours = [b for b in acls if b.principal == principal]
     assert {(b.resource_name, b.operation, b.permission_type) for b in ours} == {(topic, "WRITE", "DENY")}
-    assert delete_acls(kafka_admin("A"), "A", ours, 10) == 1
+    assert delete_acls(kafka.admin("A"), "A", ours, 10) == 1
     assert paused_flows(tmp_path)["A->B"].exists()
 
     # Offsets on B: committed, and a consumer there reads exactly what the group had not read on A.
     remote = f"A.{topic}"
-    source_reader = kafka_consumer("A", {"fetch.wait.max.ms": 10})
-    target_reader = kafka_consumer("B", {"fetch.wait.max.ms": 10})
+    source_reader = kafka.consumer("A", {"fetch.wait.max.ms": 10})
+    target_reader = kafka.consumer("B", {"fetch.wait.max.ms": 10})
     rows = {(g["group"], g["partition"]): g for g in report["groups"]}
     expected = {(prefix + "g1", 0): 4, (prefix + "g1", 1): 18, (prefix + "g2", 0): 17}
     assert {k: v["upstream_offset"] for k, v in rows.items()} == expected
     for (group, partition), upstream in expected.items():
-        on_b = committed_offsets(kafka_admin("B"), "B", group, 10)[(remote, partition)].offset
+        on_b = committed_offsets(kafka.admin("B"), "B", group, 10)[(remote, partition)].offset
         assert on_b == rows[(group, partition)]["translated_offset"]
-        unread = _read_from(source_reader, topic, partition, upstream)
-        resumed = _read_from(target_reader, remote, partition, on_b)
+        unread = read_contents(source_reader, topic, partition, upstream)
+        resumed = read_contents(target_reader, remote, partition, on_b)
         assert resumed == unread and resumed, f"{group} {remote}-{partition}: 0 duplicates, 0 gaps"
         assert rows[(group, partition)]["lag"] == len(unread) and rows[(group, partition)]["records_at_risk"] == 0
 
@@ -189,28 +149,19 @@ def _snapshot(kafka_admin: Callable[..., AdminClient], group: str, topic: str) -
     }
 
 
-def test_dry_run_changes_nothing(
-    tmp_path: Path,
-    write_config: Callable[..., MirrorConfig],
-    kafka_admin: Callable[..., AdminClient],
-    kafka_producer: Callable[..., Producer],
-    kafka_consumer: Callable[..., Consumer],
-    unique_topic: Callable[..., str],
-) -> None:
-    config, topic, prefix = _setup(write_config, kafka_admin, kafka_producer, unique_topic)
-    reader = kafka_consumer("B", {"fetch.wait.max.ms": 10})
-    before = _snapshot(kafka_admin, prefix + "g1", topic)
-    copied_before = [len(_read_from(reader, f"A.{topic}", p, 0)) for p in range(2)]
-    options = FailoverOptions(
-        config=config.path,
-        primary="A",
-        dr="B",
-        groups=f"{prefix}.*",
+def test_dry_run_changes_nothing(tmp_path: Path, write_config: Callable[..., MirrorConfig], kafka: KafkaKit) -> None:
+    config, topic, prefix = _setup(write_config, kafka)
+    reader = kafka.consumer("B", {"fetch.wait.max.ms": 10})
+    before = _snapshot(kafka.admin, prefix + "g1", topic)
+    copied_before = [len(read_contents(reader, f"A.{topic}", p, 0)) for p in range(2)]
+    options = _options(
+        config,
+        prefix,
+        tmp_path,
         fence="acl",
         fence_principals=("User:dry",),
         redirect="file",
         redirect_target=str(tmp_path / "redirect.json"),
-        state_dir=str(tmp_path / "state"),
         dry_run=True,
     )
     report = run_failover(options)
@@ -225,27 +176,22 @@ def test_dry_run_changes_nothing(
         (prefix + "g2", 0),
     }
     assert report["data_loss_bound_records"] == 0 and report["fence"]["status"] == "would fence"
-    assert _snapshot(kafka_admin, prefix + "g1", topic) == before
-    assert [len(_read_from(reader, f"A.{topic}", p, 0)) for p in range(2)] == copied_before
+    assert _snapshot(kafka.admin, prefix + "g1", topic) == before
+    assert [len(read_contents(reader, f"A.{topic}", p, 0)) for p in range(2)] == copied_before
     assert not (tmp_path / "state").exists() and not (tmp_path / "redirect.json").exists()
 
 
 @pytest.mark.parametrize("method", ["acl", "command"])
 def test_a_fence_that_does_not_hold_is_rolled_back(
-    method: str,
-    tmp_path: Path,
-    write_config: Callable[..., MirrorConfig],
-    kafka_admin: Callable[..., AdminClient],
-    kafka_producer: Callable[..., Producer],
-    unique_topic: Callable[..., str],
+    method: str, tmp_path: Path, write_config: Callable[..., MirrorConfig], kafka: KafkaKit
 ) -> None:
     """On PLAINTEXT every client is User:ANONYMOUS, a super user: a deny ACL for another principal cannot stop
     this producer, nor does a command that stops nothing, so the end offsets keep moving and the runbook must
     undo its fence: delete its ACLs, or run the `--unfence-command`."""
-    config, topic, prefix = _setup(write_config, kafka_admin, kafka_producer, unique_topic)
+    config, topic, prefix = _setup(write_config, kafka)
     principal = f"User:fo-{uuid.uuid4().hex[:6]}"
     stop = threading.Event()
-    producer = kafka_producer("A", {"linger.ms": 0})
+    producer = kafka.producer("A", {"linger.ms": 0})
 
     def keep_writing() -> None:
         i = 100
@@ -258,17 +204,15 @@ def test_a_fence_that_does_not_hold_is_rolled_back(
 
     writer = threading.Thread(target=keep_writing)
     writer.start()
-    options = FailoverOptions(
-        config=config.path,
-        primary="A",
-        dr="B",
-        groups=f"{prefix}.*",
+    options = _options(
+        config,
+        prefix,
+        tmp_path,
         fence=method,
         fence_principals=(principal,) if method == "acl" else (),
         fence_command="echo fenced" if method == "command" else None,
         unfence_command=f"touch {tmp_path / 'unfenced'}" if method == "command" else None,
         fence_verify_seconds=1.0,
-        state_dir=str(tmp_path / "state"),
     )
     try:
         with pytest.raises(FailoverFailed) as failed:
@@ -281,7 +225,7 @@ def test_a_fence_that_does_not_hold_is_rolled_back(
     assert "verify_fence" in message and "writes did not stop" in message and undone in message
     assert (tmp_path / "unfenced").exists() == (method == "command")
     assert failed.value.exit_code == 1
-    assert not [b for b in describe_topic_acls(kafka_admin("A"), "A", 10) if b.principal == principal]
+    assert not [b for b in describe_topic_acls(kafka.admin("A"), "A", 10) if b.principal == principal]
     state = StateStore(tmp_path / "state").load()
     assert state is not None
     assert state.step("fence").status == "pending" and state.step("verify_fence").status == "failed"

@@ -18,8 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from tests.kafka_helpers import KafkaKit
+from tests.replication.helpers import commit_offsets, failover_config
 
 from mirrorflow.config.model import MirrorConfig
 from mirrorflow.kafka.groups import committed_offsets
@@ -39,34 +39,16 @@ def _state(directory: Path) -> dict[str, str]:
 
 
 def test_a_killed_runbook_resumes_after_its_last_completed_step(
-    tmp_path: Path,
-    write_config: Callable[..., MirrorConfig],
-    kafka_admin: Callable[..., AdminClient],
-    kafka_producer: Callable[..., Producer],
-    unique_topic: Callable[..., str],
+    tmp_path: Path, write_config: Callable[..., MirrorConfig], kafka: KafkaKit
 ) -> None:
-    topic = unique_topic("fokill")
+    topic = kafka.topic("fokill")
     group = f"fokill-{uuid.uuid4().hex[:8]}"
-    kafka_admin("A").create_topics([NewTopic(topic, 1, 1)])[topic].result()
-    config = write_config(
-        f"A->B.enabled = true\nA->B.topics = {topic}\nA->B.groups = {group}\n"
-        "A->B.heartbeats.replication.enabled = false\n"
-    )
-    producer = kafka_producer("A")
+    config = failover_config(write_config, kafka.admin("A"), topic, 1, group)
+    producer = kafka.producer("A")
     for i in range(20):
         producer.produce(topic, value=b"%d" % i, partition=0)
     assert producer.flush(30) == 0
-    admin = kafka_admin("A")
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            offsets = [TopicPartition(topic, 0, 7)]
-            admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, offsets)])[group].result()
-            break
-        except Exception:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
+    commit_offsets(kafka.admin("A"), group, {(topic, 0): 7})
 
     state_dir = tmp_path / "state"
     fence_log = tmp_path / "fence.log"
@@ -124,5 +106,5 @@ def test_a_killed_runbook_resumes_after_its_last_completed_step(
     assert fence_log.read_text().splitlines() == ["fenced"], "the fence command ran once"
     (row,) = report["groups"]
     assert (row["upstream_offset"], row["translated_offset"], row["status"]) == (7, 7, "exact")
-    on_b = committed_offsets(kafka_admin("B"), "B", group, 10)
+    on_b = committed_offsets(kafka.admin("B"), "B", group, 10)
     assert on_b[(f"A.{topic}", 0)].offset == 7

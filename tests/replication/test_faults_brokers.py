@@ -32,7 +32,8 @@ from mirrorflow.local.cluster import LocalClusters
 from mirrorflow.local.properties import mm2_config_text
 from mirrorflow.replication.audit import audit_flow
 from mirrorflow.replication.copy_plan import SourcePartitions, plan_copy
-from mirrorflow.replication.copy_range import CopyResult, CopyTask, copy_range
+from mirrorflow.replication.copy_range import copy_range
+from mirrorflow.replication.copy_task import CopyResult, CopyTask
 from mirrorflow.replication.flow_cycle import run_control_plane
 
 pytestmark = pytest.mark.integration

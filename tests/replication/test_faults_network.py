@@ -31,7 +31,8 @@ from mirrorflow.local.netns import NetworkNamespace, Placement, namespaces, pick
 from mirrorflow.local.properties import server_properties
 from mirrorflow.replication.audit import audit_flow
 from mirrorflow.replication.copy_plan import SourcePartitions, plan_copy
-from mirrorflow.replication.copy_range import CopyTask, copy_range
+from mirrorflow.replication.copy_range import copy_range
+from mirrorflow.replication.copy_task import CopyTask
 from mirrorflow.replication.flow_cycle import run_control_plane
 
 TRIALS = int(os.environ.get("MIRRORFLOW_FAULT_TRIALS", "1"))

@@ -9,39 +9,18 @@ import uuid
 from collections.abc import Callable
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from tests.replication.helpers import commit_offsets as commit
+from tests.replication.helpers import copy_all as copy
 
-from mirrorflow.config.model import Flow, MirrorConfig
+from mirrorflow.config.model import MirrorConfig
 from mirrorflow.kafka.groups import committed_offsets
 from mirrorflow.replication.checkpoints import emit_checkpoints
-from mirrorflow.replication.copy_plan import SourcePartitions, plan_copy
-from mirrorflow.replication.copy_range import copy_range
 from mirrorflow.replication.flow_cycle import TOPICS, run_control_plane
 from mirrorflow.replication.group_sync import sync_group_offsets
 
 pytestmark = pytest.mark.integration
-
-
-def copy(flow: Flow, topic: str, partitions: int) -> int:
-    tasks = plan_copy(flow, [SourcePartitions(topic, f"A.{topic}", partitions)], interval=True)
-    return sum(copy_range(t).records for t in tasks)
-
-
-def commit(admin: AdminClient, group: str, offsets: dict[tuple[str, int], int]) -> None:
-    """Commit through the admin API; a fresh cluster's group coordinator may still be loading at first."""
-    partitions = [TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())]
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            request = [ConsumerGroupTopicPartitions(group, partitions)]
-            result = admin.alter_consumer_group_offsets(request)[group].result()
-            break
-        except KafkaException:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
-    assert all(tp.error is None for tp in result.topic_partitions)
 
 
 def values_from(consumer: Consumer, topic: str, partition: int, offset: int) -> list[bytes | None]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from mirrorflow.replication.metrics import (
     SOURCE_METRICS,
     PartitionMetrics,
@@ -26,6 +28,25 @@ def recorder() -> PartitionMetrics:
     )
 
 
+class Batch(NamedTuple):
+    """The arguments of one `record_batch` call, so that a test lists its batches as rows of a table."""
+
+    records: int
+    nbytes: int
+    oldest_ts: int | None
+    newest_ts: int | None
+    ts_sum: int
+    polled_ms: int
+    acked_ms: int
+    next_upstream: int
+    now: float
+
+
+def feed(m: PartitionMetrics, *batches: Batch) -> None:
+    for batch in batches:
+        m.record_batch(**batch._asdict())
+
+
 def test_names_follow_mm2_and_the_jmx_exporter() -> None:
     assert metrics_topic("A") == "mirrorflow-metrics.A.internal"
     assert metrics_topic("A", "_") == "mirrorflow-metrics_A_internal"
@@ -42,17 +63,7 @@ def test_names_follow_mm2_and_the_jmx_exporter() -> None:
 def test_batches_give_counts_rates_ages_and_latencies() -> None:
     m = recorder()
     # 3 records with timestamps 1000, 1500, 2000, polled at 5000, acknowledged at 5100.
-    m.record_batch(
-        records=3,
-        nbytes=30,
-        oldest_ts=1000,
-        newest_ts=2000,
-        ts_sum=4500,
-        polled_ms=5000,
-        acked_ms=5100,
-        next_upstream=13,
-        now=2.0,
-    )
+    feed(m, Batch(3, 30, 1000, 2000, 4500, polled_ms=5000, acked_ms=5100, next_upstream=13, now=2.0))
     v = m.snapshot(now_ms=9).values
     assert v["record-count"] == 13 and v["byte-count"] == 130
     assert v["record-rate"] == 1.5 and v["byte-rate"] == 15.0
@@ -60,17 +71,7 @@ def test_batches_give_counts_rates_ages_and_latencies() -> None:
     assert v["record-age-ms"] == 3000
     assert (v["replication-latency-ms-min"], v["replication-latency-ms-max"]) == (3100, 4100)
     assert v["replication-latency-ms-avg"] == 3600
-    m.record_batch(
-        records=1,
-        nbytes=5,
-        oldest_ts=6000,
-        newest_ts=6000,
-        ts_sum=6000,
-        polled_ms=6010,
-        acked_ms=6020,
-        next_upstream=14,
-        now=4.0,
-    )
+    feed(m, Batch(1, 5, 6000, 6000, 6000, polled_ms=6010, acked_ms=6020, next_upstream=14, now=4.0))
     v = m.snapshot().values
     assert v["record-age-ms-min"] == 10 and v["record-age-ms-max"] == 4000
     assert v["replication-latency-ms"] == 20
@@ -79,38 +80,12 @@ def test_batches_give_counts_rates_ages_and_latencies() -> None:
 
 def test_window_forgets_old_batches_and_empty_batches_keep_stats() -> None:
     m = recorder()
-    m.record_batch(
-        records=1,
-        nbytes=1,
-        oldest_ts=0,
-        newest_ts=0,
-        ts_sum=0,
-        polled_ms=9000,
-        acked_ms=9000,
-        next_upstream=11,
-        now=1.0,
-    )
-    m.record_batch(
-        records=1,
-        nbytes=1,
-        oldest_ts=100,
-        newest_ts=100,
-        ts_sum=100,
-        polled_ms=200,
-        acked_ms=300,
-        next_upstream=12,
-        now=100.0,
-    )
-    m.record_batch(
-        records=0,
-        nbytes=0,
-        oldest_ts=None,
-        newest_ts=None,
-        ts_sum=0,
-        polled_ms=0,
-        acked_ms=0,
-        next_upstream=15,
-        now=101.0,
+    feed(
+        m,
+        # records, bytes, oldest and newest timestamp, their sum, polled, acked, next upstream, monotonic now
+        Batch(1, 1, 0, 0, 0, 9000, 9000, 11, now=1.0),
+        Batch(1, 1, 100, 100, 100, 200, 300, 12, now=100.0),
+        Batch(0, 0, None, None, 0, 0, 0, 15, now=101.0),
     )
     v = m.snapshot().values
     assert v["record-age-ms-max"] == 100, "the batch from 99 s ago left the 60 s window"
@@ -119,9 +94,7 @@ def test_window_forgets_old_batches_and_empty_batches_keep_stats() -> None:
 
 def test_snapshot_round_trips_and_stale_rates_read_as_zero() -> None:
     m = recorder()
-    m.record_batch(
-        records=2, nbytes=8, oldest_ts=1, newest_ts=2, ts_sum=3, polled_ms=10, acked_ms=20, next_upstream=12, now=1.0
-    )
+    feed(m, Batch(2, 8, 1, 2, 3, polled_ms=10, acked_ms=20, next_upstream=12, now=1.0))
     snap = m.snapshot(now_ms=1234)
     assert Snapshot.decode(snap.encode()) == snap
     assert snap.key() == b'["A.t",3]'

@@ -24,8 +24,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from tests.kafka_helpers import read_contents
+from tests.replication.helpers import commit_offsets
 
 from mirrorflow.config.loader import load_config
 from mirrorflow.config.model import Flow
@@ -51,7 +53,6 @@ TXN_ROUNDS, TXN_KEPT, TXN_ABORTED = 10, 150, 50  # per round: committed txn + ma
 TXN_END = TXN_ROUNDS * (TXN_KEPT + 1 + TXN_ABORTED + 1)
 COMPACT, COMPACT_KEYS = 1500, 100
 
-Content = tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]]]
 Key = tuple[str, str, int]  # (group name without prefix, source topic, partition)
 
 
@@ -80,37 +81,6 @@ class Scenario:
                 "fetch.wait.max.ms": 10,
             }
         )
-
-
-def read_from(consumer: Consumer, topic: str, partition: int, offset: int) -> list[Content]:
-    """Records (key, value, headers) from `offset` to the end of `topic`-`partition`."""
-    consumer.assign([TopicPartition(topic, partition, offset)])
-    out: list[Content] = []
-    while True:
-        m = consumer.poll(10)
-        assert m is not None, f"timed out reading {topic}-{partition}"
-        err = m.error()
-        if err is not None:
-            assert err.code() == KafkaError._PARTITION_EOF, err
-            consumer.unassign()
-            return out
-        out.append((m.key(), m.value(), list(m.headers() or [])))
-
-
-def commit(admin: AdminClient, group: str, offsets: dict[tuple[str, int], int]) -> None:
-    partitions = [TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())]
-    deadline = time.monotonic() + 30
-    while True:  # a fresh cluster's group coordinator may still be loading
-        errors: list[Any] = []
-        try:
-            result = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, partitions)])[group]
-            errors = [(tp.topic, tp.partition, tp.error) for tp in result.result().topic_partitions if tp.error]
-        except KafkaException as err:
-            errors = [err]
-        if not errors:
-            return
-        assert time.monotonic() < deadline, f"committing {group}: {errors}"
-        time.sleep(0.2)
 
 
 def produce(clusters: LocalClusters, topics: dict[str, str]) -> None:
@@ -218,7 +188,7 @@ def scenario(kafka_clusters: LocalClusters, tmp_path_factory: pytest.TempPathFac
     produce(kafka_clusters, topics)
     positions = group_positions()
     for name, offsets in positions.items():
-        commit(admin, prefix + name, {(topics[role], p): o for (role, p), o in offsets.items()})
+        commit_offsets(admin, prefix + name, {(topics[role], p): o for (role, p), o in offsets.items()})
 
     mm2_config = work / "mm2-real.properties"
     mm2_config.write_text(mm2_properties(kafka_clusters, topics, prefix))
@@ -320,8 +290,8 @@ def test_java_remote_cluster_utils_reads_our_checkpoints_as_we_do_and_resuming_t
                 remote = f"A.{s.topics[role]}"
                 if (remote, p) not in java[s.group(name)]:
                     continue
-                unread = read_from(source, s.topics[role], p, committed)
-                resumed = read_from(target, remote, p, java[s.group(name)][(remote, p)])
+                unread = read_contents(source, s.topics[role], p, committed)
+                resumed = read_contents(target, remote, p, java[s.group(name)][(remote, p)])
                 assert resumed == unread, f"{name} {remote}-{p}: 0 duplicates and 0 gaps"
     finally:
         source.close()
@@ -406,20 +376,20 @@ def test_side_by_side_with_real_mm2_ours_rereads_nothing_and_neither_skips(
             group = s.group(name)
             for (role, p), committed in sorted(offsets.items()):
                 topic = s.topics[role]
-                everything = read_from(source, topic, p, 0)
-                unread = read_from(source, topic, p, committed)
+                everything = read_contents(source, topic, p, 0)
+                unread = read_contents(source, topic, p, committed)
                 ours_at = ours.get((group, role, p))
                 if ours_at is None:
                     assert (role, p) == ("big", 1), f"{name} {topic}-{p} not translated by Mirrorflow"
                     ours_rereads = 0
                 else:
-                    assert read_from(target, f"A.{topic}", p, ours_at) == unread, f"ours {name} {topic}-{p}"
+                    assert read_contents(target, f"A.{topic}", p, ours_at) == unread, f"ours {name} {topic}-{p}"
                     ours_rereads = 0
                 checkpoint = theirs.get((group, f"A{MM2_SEPARATOR}{topic}", p))
                 mm2_at, mm2_rereads = "-", "-"
                 if checkpoint is not None:
                     assert checkpoint.upstream_offset == committed
-                    resumed = read_from(target, f"A{MM2_SEPARATOR}{topic}", p, checkpoint.downstream_offset)
+                    resumed = read_contents(target, f"A{MM2_SEPARATOR}{topic}", p, checkpoint.downstream_offset)
                     assert len(resumed) >= len(unread), f"MM2 skips records: {name} {topic}-{p}"
                     assert resumed == everything[len(everything) - len(resumed) :], f"MM2 {name} {topic}-{p}"
                     mm2_at, mm2_rereads = str(checkpoint.downstream_offset), str(len(resumed) - len(unread))

@@ -4,21 +4,20 @@ the records that land on the target, exact checkpoints for groups on dropped off
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from collections.abc import Callable
 
 import pytest
-from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from tests.kafka_helpers import KafkaKit
+from tests.replication.helpers import a_to_b, commit_offsets, copy_tasks
 
 from mirrorflow.config.model import Flow, MirrorConfig
 from mirrorflow.core.transforms import TransformError
 from mirrorflow.kafka.sample_data import read_topic
-from mirrorflow.local.cluster import LocalClusters
 from mirrorflow.replication.checkpoints import emit_checkpoints
-from mirrorflow.replication.copy_plan import SourcePartitions, plan_copy
-from mirrorflow.replication.copy_range import CopyResult, copy_range
+from mirrorflow.replication.copy_range import copy_range
+from mirrorflow.replication.copy_task import CopyResult
 from mirrorflow.replication.flow_cycle import TOPICS, run_control_plane
 
 pytestmark = pytest.mark.integration
@@ -42,13 +41,12 @@ A->B.predicates.hasDrop.name = drop
 
 
 def flow_for(write_config: Callable[..., MirrorConfig], topic: str, groups: str, body: str) -> Flow:
-    return write_config(f"A->B.enabled = true\nA->B.topics = {topic}\nA->B.groups = {groups}\n{body}").flow("A->B")
+    return a_to_b(write_config, body, topics=topic, groups=groups)
 
 
 def copy(flow: Flow, topic: str, partitions: int) -> list[CopyResult]:
     run_control_plane(flow, steps={TOPICS})
-    tasks = plan_copy(flow, [SourcePartitions(topic, f"A.{topic}", partitions)], interval=True)
-    return [copy_range(t) for t in tasks]
+    return [copy_range(t) for t in copy_tasks(flow, topic, partitions)]
 
 
 def masked(text: str) -> str:
@@ -61,34 +59,19 @@ def create(admin: AdminClient, topic: str, partitions: int) -> None:
 
 
 def commit(admin: AdminClient, group: str, topic: str, partition: int, offset: int) -> None:
-    from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
-
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            request = [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, partition, offset)])]
-            admin.alter_consumer_group_offsets(request)[group].result()
-            return
-        except KafkaException:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.3)
+    commit_offsets(admin, group, {(topic, partition): offset}, timeout_s=60)
 
 
 def test_seed_004_chain_with_filter_copies_exactly_and_translates_across_drops(
-    write_config: Callable[..., MirrorConfig],
-    kafka_clusters: LocalClusters,
-    kafka_admin: Callable[..., AdminClient],
-    kafka_producer: Callable[..., Producer],
-    unique_topic: Callable[..., str],
+    write_config: Callable[..., MirrorConfig], kafka: KafkaKit
 ) -> None:
-    topic = unique_topic("smt")
-    create(kafka_admin("A"), topic, 2)
+    topic = kafka.topic("smt")
+    create(kafka.admin("A"), topic, 2)
     base_ts = 1_600_000_000_000
     drop = {(0, 3), (0, 4), (0, 9)}  # (partition, offset) with a `drop` header: 9 is the tail
     tombstones = {(0, 6), (1, 1)}
     sizes = {0: 10, 1: 3}
-    producer = kafka_producer("A")
+    producer = kafka.producer("A")
     sent = {}
     for p, count in sizes.items():
         for i in range(count):
@@ -107,7 +90,7 @@ def test_seed_004_chain_with_filter_copies_exactly_and_translates_across_drops(
 
     assert sum(r.records for r in results) == 10
     assert sum(r.filtered for r in results) == 3 and sum(r.dropped for r in results) == 3
-    copied = read_topic(kafka_clusters.bootstrap("B"), f"A.{topic}")
+    copied = read_topic(kafka.bootstrap("B"), f"A.{topic}")
     for p, count in sizes.items():
         expected = []
         for i in range(count):
@@ -125,7 +108,7 @@ def test_seed_004_chain_with_filter_copies_exactly_and_translates_across_drops(
     # Source groups positioned on kept records, dropped records and the dropped tail.
     positions = {"before-drop": 3, "in-drop": 4, "after-drop": 5, "tombstone": 6, "on-tail": 9, "end": 10, "zero": 0}
     for name, offset in positions.items():
-        commit(kafka_admin("A"), prefix + name, topic, 0, offset)
+        commit(kafka.admin("A"), prefix + name, topic, 0, offset)
     report = emit_checkpoints(flow)
     emitted = {e.group[len(prefix) :]: e.downstream_offset for e in report.emitted if e.group.startswith(prefix)}
     # Kept upstream offsets 0,1,2,5,6,7,8 became downstream 0..6: a group on a dropped offset resumes at the next
@@ -149,15 +132,11 @@ A->B.transforms.mask.keep.first = 1
 
 
 def test_errors_tolerance_none_fails_the_task_and_all_dead_letters_in_the_transaction(
-    write_config: Callable[..., MirrorConfig],
-    kafka_clusters: LocalClusters,
-    kafka_admin: Callable[..., AdminClient],
-    kafka_producer: Callable[..., Producer],
-    unique_topic: Callable[..., str],
+    write_config: Callable[..., MirrorConfig], kafka: KafkaKit
 ) -> None:
-    topic = unique_topic("smt-err")
-    create(kafka_admin("A"), topic, 1)
-    producer = kafka_producer("A")
+    topic = kafka.topic("smt-err")
+    create(kafka.admin("A"), topic, 1)
+    producer = kafka.producer("A")
     values = [b'{"email": "ann@x.io"}', b"not json", b'{"email": "bob@x.io"}']
     for i, value in enumerate(values):
         producer.produce(
@@ -171,7 +150,7 @@ def test_errors_tolerance_none_fails_the_task_and_all_dead_letters_in_the_transa
     with pytest.raises(TransformError) as err:
         copy(strict, topic, 1)
     assert f"{topic}-0 offset 1" in str(err.value) and "'mask'" in str(err.value)
-    assert read_topic(kafka_clusters.bootstrap("B"), remote).get(0, []) == [], "the failed transaction is aborted"
+    assert read_topic(kafka.bootstrap("B"), remote).get(0, []) == [], "the failed transaction is aborted"
 
     dead_letter = f"dlq-{topic}"
     tolerant = flow_for(
@@ -182,12 +161,12 @@ def test_errors_tolerance_none_fails_the_task_and_all_dead_letters_in_the_transa
     )
     (result,) = copy(tolerant, topic, 1)
     assert (result.records, result.dead_lettered, result.dropped) == (2, 1, 1)
-    copied = read_topic(kafka_clusters.bootstrap("B"), remote)[0]
+    copied = read_topic(kafka.bootstrap("B"), remote)[0]
     assert [(k, v, h) for k, v, h, _ts in copied] == [
         (b"k0", b'{"email":"a*******"}', (("h", b"0"),)),
         (b"k2", b'{"email":"b*******"}', (("h", b"2"),)),
     ]
-    (dead,) = [r for part in read_topic(kafka_clusters.bootstrap("B"), dead_letter).values() for r in part]
+    (dead,) = [r for part in read_topic(kafka.bootstrap("B"), dead_letter).values() for r in part]
     key, value, headers, ts = dead
     assert (key, value, ts) == (b"k1", b"not json", 1_600_000_000_001), "the record as it was read"
     named = dict(headers)
@@ -203,7 +182,7 @@ def test_errors_tolerance_none_fails_the_task_and_all_dead_letters_in_the_transa
         or b"Expecting" in named["__connect.errors.exception.message"]
     )
 
-    commit(kafka_admin("A"), prefix + "on-failed", topic, 0, 1)
+    commit(kafka.admin("A"), prefix + "on-failed", topic, 0, 1)
     report = emit_checkpoints(tolerant)
     emitted = {e.group: e.downstream_offset for e in report.emitted if e.group.startswith(prefix)}
     assert emitted == {prefix + "on-failed": 1}, "the dead-lettered offset is a gap: the group resumes at k2"

@@ -74,6 +74,8 @@ def test_spark_submit_copies_every_partition(
     ours = [r for r in summary["ranges"] if r["topic"] == topic]  # `heartbeats` replicate as well
     assert sum(r["records"] for r in ours) == 2000
     assert sorted(r["partition"] for r in ours) == [0, 1, 2, 3]
+    # Five ranges (four partitions and `heartbeats`) on local[2]: two Spark tasks, each copying in threads.
+    assert summary["spark_tasks"] == 2
     target = kafka_admin("B")
     offsets = {p: target.list_topics(f"A.{topic}", timeout=10).topics[f"A.{topic}"].partitions[p] for p in range(4)}
     assert len(offsets) == 4

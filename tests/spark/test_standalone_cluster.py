@@ -18,21 +18,22 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from tests.kafka_helpers import KafkaKit, read_partition
 
 from mirrorflow.config.loader import load_config
 from mirrorflow.local.cluster import LocalClusters
 from mirrorflow.local.process import free_ports, start_detached, stop_processes, tail
 from mirrorflow.local.properties import mm2_config_text
 from mirrorflow.replication.copy_plan import copyable, plan_copy
-from mirrorflow.replication.copy_range import load_progress
+from mirrorflow.replication.copy_setup import load_progress
 from mirrorflow.replication.discovery import discover
 from mirrorflow.replication.flow_clients import FlowClients
 from mirrorflow.replication.flow_cycle import run_control_plane
@@ -144,20 +145,10 @@ def produce_source(admin: AdminClient, producer: Producer, topic: str) -> None:
 
 def read_all(consumer: Consumer, topic: str, partition: int) -> list[tuple[int, bytes, bytes, int, list[Any]]]:
     """Every committed record of one partition: (offset, key, value, timestamp, headers)."""
-    consumer.assign([TopicPartition(topic, partition, 0)])
-    records = []
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        message = consumer.poll(1.0)
-        if message is None:
-            continue
-        if message.error():
-            if message.error().code() == -191:  # _PARTITION_EOF
-                break
-            raise AssertionError(message.error())
-        records.append((message.offset(), message.key(), message.value(), message.timestamp()[1], message.headers()))
-    consumer.unassign()
-    return records
+    return [
+        (m.offset(), m.key(), m.value(), m.timestamp()[1], m.headers())
+        for m in read_partition(consumer, topic, partition)
+    ]
 
 
 def spark_submit(master: str, py_files: Path, archive: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -172,15 +163,11 @@ def test_the_copy_runs_on_a_standalone_cluster_with_shipped_code_and_env(
     tmp_path: Path,
     standalone: Standalone,
     shipped: tuple[Path, Path],
-    kafka_clusters: LocalClusters,
-    kafka_admin: Callable[..., AdminClient],
-    kafka_producer: Callable[..., Producer],
-    kafka_consumer: Callable[..., Consumer],
-    unique_topic: Callable[..., str],
+    kafka: KafkaKit,
 ) -> None:
-    topic = unique_topic("standalone")
-    produce_source(kafka_admin("A"), kafka_producer("A"), topic)
-    config = write_config(tmp_path / "mm2.properties", kafka_clusters, topic)
+    topic = kafka.topic("standalone")
+    produce_source(kafka.admin("A"), kafka.producer("A"), topic)
+    config = write_config(tmp_path / "mm2.properties", kafka.clusters, topic)
     flow = load_config(config).flow("A->B")
     run_control_plane(flow)
     summary_file = tmp_path / "summary.json"
@@ -216,7 +203,7 @@ def test_the_copy_runs_on_a_standalone_cluster_with_shipped_code_and_env(
     assert sorted((r["partition"], r["start"], r["next_upstream"]) for r in summary["ranges"]) == [
         (p, 0, PER_PARTITION) for p in range(PARTITIONS)
     ]
-    source, target = kafka_consumer("A"), kafka_consumer("B")
+    source, target = kafka.consumer("A"), kafka.consumer("B")
     for partition in range(PARTITIONS):
         upstream = read_all(source, topic, partition)
         downstream = read_all(target, f"A.{topic}", partition)
@@ -238,17 +225,14 @@ def test_the_copy_runs_on_a_standalone_cluster_with_shipped_code_and_env(
 def test_the_airflow_copy_task_ships_the_same_way_to_the_cluster(
     tmp_path: Path,
     standalone: Standalone,
-    kafka_clusters: LocalClusters,
-    kafka_admin: Callable[..., AdminClient],
-    kafka_producer: Callable[..., Producer],
-    unique_topic: Callable[..., str],
+    kafka: KafkaKit,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from mirrorflow.airflow.spark import MirrorflowCopyOperator
 
-    topic = unique_topic("standalone-op")
-    produce_source(kafka_admin("A"), kafka_producer("A"), topic)
-    config = write_config(tmp_path / "mm2.properties", kafka_clusters, topic)
+    topic = kafka.topic("standalone-op")
+    produce_source(kafka.admin("A"), kafka.producer("A"), topic)
+    config = write_config(tmp_path / "mm2.properties", kafka.clusters, topic)
     run_control_plane(load_config(config).flow("A->B"))
     monkeypatch.setenv("AIRFLOW_CONN_MIRRORFLOW_SPARK", json.dumps({"conn_type": "spark", "host": standalone.master}))
     monkeypatch.delenv("PYSPARK_PYTHON", raising=False)

@@ -34,30 +34,33 @@ def flow_doc(flow: Flow, config_path: str, task_ids: list[str]) -> str:
         else "copies up to the end offsets seen at the start of the run, then checkpoints"
     )
     tasks = "\n".join(f"* `{task_id}`: {TASK_DOCS[task_id]}" for task_id in task_ids if task_id in TASK_DOCS)
-    return (
+    return _with_settings(
+        flow,
         f"## Mirrorflow flow `{flow.name}`\n\n"
         f"Replicates cluster `{flow.source}` to cluster `{flow.target}` with MirrorMaker 2's semantics.\n\n"
         f"* config: `{config_path}`\n"
         f"* schedule: `{flow.schedule}`; copy mode `{flow.copy_mode}` ({cadence})\n"
         f"* Spark master: `{flow.spark_master}`, unless the Airflow connection `mirrorflow_spark` is defined\n"
         f"* Airflow connections: source `{flow.source_connection or '-'}`, target `{flow.target_connection or '-'}`\n"
-        f"\n### Tasks\n\n{tasks}\n\n"
-        "### Effective settings (secrets masked)\n\n"
-        f"{settings_block(flow)}\n"
+        f"\n### Tasks\n\n{tasks}\n\n",
     )
 
 
 def heartbeat_doc(flow: Flow, config_path: str) -> str:
-    return (
+    return _with_settings(
+        flow,
         f"## Mirrorflow heartbeats `{flow.name}`\n\n"
         f"The flow `{flow.name}` is not enabled, but MM2 still runs a heartbeat herder for the pair: this DAG "
         f"creates `heartbeats` on `{flow.target}` and writes a heartbeat every "
         f"{flow.emit_heartbeats_interval_seconds} s, so clusters downstream learn the topology. Turn it off "
         f"with `{flow.name}.emit.heartbeats.enabled = false`.\n\n"
-        f"* config: `{config_path}`\n* schedule: `{flow.schedule}`\n\n"
-        "### Effective settings (secrets masked)\n\n"
-        f"{settings_block(flow)}\n"
+        f"* config: `{config_path}`\n* schedule: `{flow.schedule}`\n\n",
     )
+
+
+def _with_settings(flow: Flow, page: str) -> str:
+    """A flow's page ends with the settings in force, secrets masked: the same section on every kind of page."""
+    return f"{page}### Effective settings (secrets masked)\n\n{settings_block(flow)}\n"
 
 
 def broken_doc(name: str, message: str) -> str:

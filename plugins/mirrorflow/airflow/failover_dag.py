@@ -30,23 +30,17 @@ from airflow.sdk import DAG, Param, get_parsing_context
 from mirrorflow.airflow.factory import CONFIG_ENV, START_DATE, config_file, repo_root
 from mirrorflow.config.loader import load_config
 from mirrorflow.core.errors import UsageError
-from mirrorflow.replication.failover.runbook import FENCES, REDIRECTS, FailoverOptions
+from mirrorflow.replication.failover.runbook import (
+    FENCES,
+    REDIRECTS,
+    STEP_NAMES,
+    FailoverOptions,
+    options_from_values,
+)
 
 log = logging.getLogger(__name__)
 
 DIRECTIONS = ("failover", "failback")
-STEP_NAMES = (
-    "preflight",
-    "fence",
-    "verify_fence",
-    "drain",
-    "pause_flow",
-    "final_checkpoint",
-    "commit_offsets",
-    "redirect",
-    "arm_reverse",
-)
-"""The runbook's steps (`steps.STEPS`, checked by a test); named here so parsing never imports Kafka clients."""
 REPORT_TASK = "report"
 
 
@@ -145,33 +139,13 @@ def _doc(direction: str, config_path: str) -> str:
 def options_from_params(
     params: Mapping[str, Any], *, config_path: str, direction: str, state_dir: Path
 ) -> FailoverOptions:
-    """The runbook's options from the trigger form, validated (UsageError with the field to fix)."""
-    mode = params.get("mode", "planned")
-    if mode not in ("planned", "unplanned"):
-        raise UsageError(f"mode {mode!r}: use planned or unplanned")
-    principals = params.get("fence_principals") or []
-    groups = params.get("groups") or None
-    options = FailoverOptions(
-        config=config_path,
-        primary=str(params["primary"]),
-        dr=str(params["dr"]),
-        direction="failback" if direction == "failback" else "failover",
-        groups=groups,
-        mode="unplanned" if mode == "unplanned" else "planned",
-        fence=str(params.get("fence") or "none"),
-        fence_principals=tuple(str(p) for p in principals),
-        fence_command=params.get("fence_command") or None,
-        unfence_command=params.get("unfence_command") or None,
-        fence_verify_seconds=float(params.get("fence_verify_seconds", 5.0)),
-        redirect=str(params.get("redirect") or "none"),
-        redirect_target=params.get("redirect_target") or None,
-        dry_run=bool(params.get("dry_run", True)),
-        max_lag_records=params.get("max_lag_records"),
-        max_lag_seconds=params.get("max_lag_seconds"),
-        state_dir=str(state_dir),
+    """The runbook's options from the trigger form, validated (UsageError with the field to fix).
+
+    A field left empty means the runbook's default, and the form's default is a dry run."""
+    given = {key: value for key, value in params.items() if value not in ("", None)}
+    return options_from_values(
+        given, config=config_path, direction=direction, state_dir=state_dir, dry_run_default=True
     )
-    options.validate()
-    return options
 
 
 def run_state_dir(direction: str, params: Mapping[str, Any], run_id: str, repo: Path) -> Path:

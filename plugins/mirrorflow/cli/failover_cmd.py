@@ -13,17 +13,16 @@ from typing import Annotated, Any
 import typer
 
 from mirrorflow.cli.plan_cmd import VerboseOption, setup_logging
-from mirrorflow.core.errors import UsageError
 from mirrorflow.replication.failover.report import render_markdown
-from mirrorflow.replication.failover.runbook import FailoverFailed, FailoverOptions, run_failover
+from mirrorflow.replication.failover.runbook import FailoverFailed, options_from_values, run_failover
 
 
 def register(app: typer.Typer) -> None:
-    app.command("failover", help="Move consumer groups and clients from --primary to --dr (resumable).")(failover)
+    app.command("failover", help="Move consumer groups and clients from --primary to --dr (resumable).")(runbook)
 
 
 def register_failback(app: typer.Typer) -> None:
-    app.command("failback", help="Bring them home: the same runbook on the reverse flow DR->primary.")(failback)
+    app.command("failback", help="Bring them home: the same runbook on the reverse flow DR->primary.")(runbook)
 
 
 Primary = Annotated[str, typer.Option("--primary", help="Alias of the primary cluster.")]
@@ -67,7 +66,8 @@ Restart = Annotated[bool, typer.Option("--restart", help="Discard a previous run
 Config = Annotated[Path, typer.Argument(help="The mm2.properties file.", show_default=False)]
 
 
-def failover(
+def runbook(
+    ctx: typer.Context,
     config: Config,
     primary: Primary,
     dr: Dr,
@@ -88,59 +88,9 @@ def failover(
     restart: Restart = False,
     verbose: VerboseOption = False,
 ) -> None:
-    _run("failover", **locals())
-
-
-def failback(
-    config: Config,
-    primary: Primary,
-    dr: Dr,
-    groups: Groups = None,
-    mode: ModeOpt = "planned",
-    fence: Fence = "none",
-    fence_principals: Principals = None,
-    fence_command: FenceCommand = None,
-    unfence_command: UnfenceCommand = None,
-    fence_verify_seconds: FenceSeconds = 5.0,
-    redirect: Redirect = "none",
-    redirect_target: RedirectTarget = None,
-    dry_run: DryRun = False,
-    as_json: AsJson = False,
-    max_lag_records: MaxLagRecords = None,
-    max_lag_seconds: MaxLagSeconds = None,
-    state_dir: StateDir = None,
-    restart: Restart = False,
-    verbose: VerboseOption = False,
-) -> None:
-    _run("failback", **locals())
-
-
-def _run(direction: str, **args: Any) -> None:
-    setup_logging(args["verbose"])
-    if args["mode"] not in ("planned", "unplanned"):
-        raise UsageError(f"--mode {args['mode']}: use planned or unplanned")
-    principals = tuple(p.strip() for p in (args["fence_principals"] or "").split(",") if p.strip())
-    options = FailoverOptions(
-        config=str(args["config"]),
-        primary=args["primary"],
-        dr=args["dr"],
-        direction="failover" if direction == "failover" else "failback",
-        groups=args["groups"],
-        mode=args["mode"],
-        fence=args["fence"],
-        fence_principals=principals,
-        fence_command=args["fence_command"],
-        unfence_command=args["unfence_command"],
-        fence_verify_seconds=args["fence_verify_seconds"],
-        redirect=args["redirect"],
-        redirect_target=args["redirect_target"],
-        dry_run=args["dry_run"],
-        max_lag_records=args["max_lag_records"],
-        max_lag_seconds=args["max_lag_seconds"],
-        state_dir=str(args["state_dir"]) if args["state_dir"] else None,
-        restart=args["restart"],
-    )
-    as_json = args["as_json"]
+    """Both commands: failover and failback take the same options; the command's name is the direction."""
+    setup_logging(verbose)
+    options = options_from_values(locals(), config=str(config), direction=ctx.info_name or "", state_dir=state_dir)
 
     def progress(name: str, status: str, result: dict[str, Any]) -> None:
         if not as_json:

@@ -28,7 +28,9 @@ from mirrorflow.core.errors import UsageError
 from mirrorflow.core.patterns import PatternError, compile_patterns, parse_list
 
 _REPLICATION_FACTORS = [k for k in TYPED_FIELDS.values() if k.endswith("replication.factor")]
-_POSITIVE = [k for k in TYPED_FIELDS.values() if k.endswith((".seconds", ".ms"))]
+_POSITIVE = [k for k in TYPED_FIELDS.values() if k.endswith((".seconds", ".ms"))] + [
+    "mirrorflow.copy.partitions.per.task"
+]
 CLIENT_ROLES: list[tuple[str, Side, Role]] = [
     ("source_consumer", "source", "consumer"),
     ("source_producer", "source", "producer"),

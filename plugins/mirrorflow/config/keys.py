@@ -239,6 +239,8 @@ MIRRORFLOW_FLOW_KEYS: dict[str, KeySpec] = {
             case_insensitive=True,
         ),
         KeySpec("mirrorflow.copy.run.seconds", "long", "300"),
+        KeySpec("mirrorflow.copy.transaction.max.ms", "long", "500"),
+        KeySpec("mirrorflow.copy.partitions.per.task", "int", "8"),
         KeySpec("mirrorflow.schedule", "string", "@continuous"),
         KeySpec("mirrorflow.provenance.headers", "bool", "false"),
         KeySpec("mirrorflow.spark.master", "string", "local[*]"),

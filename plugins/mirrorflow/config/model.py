@@ -67,6 +67,8 @@ TYPED_FIELDS: dict[str, str] = {
     "delivery": "mirrorflow.delivery",
     "copy_mode": "mirrorflow.copy.mode",
     "copy_run_seconds": "mirrorflow.copy.run.seconds",
+    "copy_transaction_max_ms": "mirrorflow.copy.transaction.max.ms",
+    "copy_partitions_per_task": "mirrorflow.copy.partitions.per.task",
     "schedule": "mirrorflow.schedule",
     "provenance_headers": "mirrorflow.provenance.headers",
     "spark_master": "mirrorflow.spark.master",
@@ -154,6 +156,10 @@ class Flow(BaseModel):
     delivery: Literal["exactly-once", "at-least-once"] = "exactly-once"
     copy_mode: Literal["continuous", "interval"] = "continuous"
     copy_run_seconds: int = 300
+    copy_transaction_max_ms: int = 500
+    """The longest a copy transaction stays open: what a record waits at most before it is committed."""
+    copy_partitions_per_task: int = 8
+    """The most source partitions one Spark task copies (in threads) when partitions outnumber Spark's slots."""
     schedule: str = "@continuous"
     provenance_headers: bool = False
     spark_master: str = "local[*]"

@@ -37,27 +37,35 @@ Invariants (tests/core/test_offset_map.py checks them after every step of random
   I7 the copy never goes backwards: record() only accepts u >= upstream_end and d >= replicated end;
      going back is explicit (rewind() for an at-least-once re-copy, reset() for a truncated target).
 
-Durable storage (a compacted topic on the target, `offset_map_topic`), all integers big-endian, signed:
-  key   = topic STRING (INT16 byte length + UTF-8), partition INT32, upstream_start INT64
-  value = version INT16 (= 0), downstream_start INT64, length INT64;  null value = segment deleted.
-The key carries no version: it is the compaction identity and must never change. Only the tail segment
-grows, and it is re-written under the same key, so compaction keeps one record per segment.
+Durable storage: one record per segment in a compacted topic on the target (`offset_map_topic`); `Segment`
+and its record format live in core/record_codec.py and are re-exported here.
 """
 
 from __future__ import annotations
 
-import struct
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from mirrorflow.core.errors import MirrorflowError
+from mirrorflow.core.record_codec import (
+    Segment,
+    decode_segment,
+    decode_segment_key,
+    encode_segment,
+    encode_segment_key,
+)
 
-SEGMENT_FORMAT_VERSION = 0
-_KEY_TAIL = struct.Struct(">iq")
-_VALUE = struct.Struct(">hqq")
-_INT16 = struct.Struct(">h")
+__all__ = [
+    "OffsetMap",
+    "Segment",
+    "SegmentChanges",
+    "decode_segment",
+    "decode_segment_key",
+    "encode_segment",
+    "encode_segment_key",
+    "offset_map_topic",
+]
 
 
 def offset_map_topic(source_alias: str, separator: str = ".") -> str:
@@ -65,27 +73,6 @@ def offset_map_topic(source_alias: str, separator: str = ".") -> str:
     if not source_alias:
         raise ValueError("source cluster alias must not be empty")
     return f"mirrorflow-offset-map{separator}{source_alias}{separator}internal"
-
-
-@dataclass(frozen=True, slots=True)
-class Segment:
-    """Upstream offsets `upstream_start + i` were copied to `downstream_start + i`, for 0 <= i < length."""
-
-    upstream_start: int
-    downstream_start: int
-    length: int
-
-    def __post_init__(self) -> None:
-        if self.upstream_start < 0 or self.downstream_start < 0 or self.length < 1:
-            raise ValueError(f"invalid segment {self}: offsets must be >= 0 and length >= 1")
-
-    @property
-    def upstream_end(self) -> int:
-        return self.upstream_start + self.length
-
-    @property
-    def downstream_end(self) -> int:
-        return self.downstream_start + self.length
 
 
 @dataclass(frozen=True, slots=True)
@@ -521,62 +508,3 @@ class OffsetMap:
             self._sync_next = tail_u + 1
         self._sync_last_down = last
         return out
-
-
-def _encode_string(value: str) -> bytes:
-    raw = value.encode("utf-8")
-    if len(raw) > 0x7FFF:
-        raise ValueError(f"string of {len(raw)} bytes does not fit an INT16 length")
-    return _INT16.pack(len(raw)) + raw
-
-
-def encode_segment_key(topic: str, partition: int, upstream_start: int) -> bytes:
-    return _encode_string(topic) + _KEY_TAIL.pack(partition, upstream_start)
-
-
-def encode_segment(topic: str, partition: int, segment: Segment) -> tuple[bytes, bytes]:
-    """(key, value) of a stored segment; a deleted segment is `encode_segment_key(...)` with a null value."""
-    value = _VALUE.pack(SEGMENT_FORMAT_VERSION, segment.downstream_start, segment.length)
-    return encode_segment_key(topic, partition, segment.upstream_start), value
-
-
-def decode_segment_key(key: bytes) -> tuple[str, int, int]:
-    """(source topic, partition, upstream_start) of an offset-map record key."""
-    if len(key) < 2:
-        raise _bad_record("key", key, "too short")
-    (size,) = _INT16.unpack_from(key, 0)
-    if size < 0 or len(key) < 2 + size + _KEY_TAIL.size:
-        raise _bad_record("key", key, "truncated")
-    try:
-        topic = key[2 : 2 + size].decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise _bad_record("key", key, "topic is not UTF-8") from e
-    partition, upstream_start = _KEY_TAIL.unpack_from(key, 2 + size)
-    return topic, partition, upstream_start
-
-
-def decode_segment(key: bytes, value: bytes) -> tuple[str, int, Segment]:
-    """(source topic, partition, segment) of an offset-map record; tombstones are the caller's to skip."""
-    topic, partition, upstream_start = decode_segment_key(key)
-    if len(value) < _INT16.size:
-        raise _bad_record("value", value, "truncated")
-    (version,) = _INT16.unpack_from(value, 0)
-    if version != SEGMENT_FORMAT_VERSION:
-        raise MirrorflowError(
-            f"offset-map record for {topic}-{partition} at upstream {upstream_start} has format version "
-            f"{version}; this Mirrorflow reads version {SEGMENT_FORMAT_VERSION}: upgrade Mirrorflow"
-        )
-    if len(value) < _VALUE.size:
-        raise _bad_record("value", value, "truncated")
-    _, downstream_start, length = _VALUE.unpack_from(value, 0)
-    try:
-        return topic, partition, Segment(upstream_start, downstream_start, length)
-    except ValueError as e:
-        raise _bad_record("value", value, str(e)) from e
-
-
-def _bad_record(part: str, data: bytes, why: str) -> MirrorflowError:
-    return MirrorflowError(
-        f"offset-map record {part} {data[:40].hex()} is not a Mirrorflow segment ({why}): only Mirrorflow "
-        "may write to the offset-map topic; delete the stray record or the topic and let the copy rebuild it"
-    )

@@ -9,18 +9,20 @@ integers big-endian and signed, strings as INT16 byte length + UTF-8 (MM2's enco
   key   = source topic STRING, partition INT32        (no version: it is the compaction identity)
   value = version INT16 (= 0), next_upstream INT64, downstream_end INT64, records_copied INT64,
           epoch INT32, timestamp_ms INT64              (38 bytes)
-Readers reject other versions rather than guess at their meaning.
+Readers reject other versions rather than guess at their meaning; the key and version checks are the
+offset-map record's (core/record_codec.py).
 """
 
 from __future__ import annotations
 
+import functools
 import struct
 from dataclasses import dataclass
 
 from mirrorflow.core.errors import MirrorflowError
+from mirrorflow.core.record_codec import decode_topic_key, decode_versioned_value, encode_topic_key
 
 PROGRESS_FORMAT_VERSION = 0
-_INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 _VALUE = struct.Struct(">hqqqiq")
 _INT32_MAX = 2**31 - 1
@@ -70,10 +72,7 @@ class Progress:
 
 
 def encode_progress_key(topic: str, partition: int) -> bytes:
-    raw = topic.encode("utf-8")
-    if len(raw) > 0x7FFF:
-        raise ValueError(f"topic name of {len(raw)} bytes does not fit an INT16 length")
-    return _INT16.pack(len(raw)) + raw + _INT32.pack(partition)
+    return encode_topic_key(topic, _INT32.pack(partition))
 
 
 def encode_progress(progress: Progress) -> tuple[bytes, bytes]:
@@ -91,36 +90,16 @@ def encode_progress(progress: Progress) -> tuple[bytes, bytes]:
 
 def decode_progress_key(key: bytes) -> tuple[str, int]:
     """(source topic, partition) of a progress record key."""
-    if len(key) < 2:
-        raise _bad_record("key", key, "too short")
-    (size,) = _INT16.unpack_from(key, 0)
-    if size < 0 or len(key) < 2 + size + _INT32.size:
-        raise _bad_record("key", key, "truncated")
-    try:
-        topic = key[2 : 2 + size].decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise _bad_record("key", key, "topic is not UTF-8") from e
-    (partition,) = _INT32.unpack_from(key, 2 + size)
+    topic, (partition,) = decode_topic_key(key, _INT32, _bad_record)
     return topic, partition
 
 
 def decode_progress(key: bytes, value: bytes) -> Progress:
     topic, partition = decode_progress_key(key)
-    if len(value) < _INT16.size:
-        raise _bad_record("value", value, "truncated")
-    (version,) = _INT16.unpack_from(value, 0)
-    if version != PROGRESS_FORMAT_VERSION:
-        raise MirrorflowError(
-            f"progress record of {topic}-{partition} has format version {version}; this Mirrorflow reads "
-            f"version {PROGRESS_FORMAT_VERSION}: upgrade Mirrorflow"
-        )
-    if len(value) < _VALUE.size:
-        raise _bad_record("value", value, "truncated")
-    _, next_upstream, downstream_end, copied, epoch, timestamp_ms = _VALUE.unpack_from(value, 0)
-    try:
-        return Progress(topic, partition, next_upstream, downstream_end, copied, epoch, timestamp_ms)
-    except ValueError as e:
-        raise _bad_record("value", value, str(e)) from e
+    what = f"progress record of {topic}-{partition}"
+    return decode_versioned_value(
+        value, _VALUE, PROGRESS_FORMAT_VERSION, what, _bad_record, functools.partial(Progress, topic, partition)
+    )
 
 
 def _bad_record(part: str, data: bytes, why: str) -> MirrorflowError:

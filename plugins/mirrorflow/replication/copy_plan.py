@@ -15,7 +15,7 @@ from mirrorflow.core.offset_map import offset_map_topic
 from mirrorflow.core.progress import progress_topic
 from mirrorflow.kafka.clients import admin_client
 from mirrorflow.kafka.offsets import list_offsets
-from mirrorflow.replication.copy_range import CopyResult, CopyTask
+from mirrorflow.replication.copy_task import CopyResult, CopyTask
 from mirrorflow.replication.discovery import FlowPlan
 from mirrorflow.replication.metrics import metrics_topic
 
@@ -93,6 +93,7 @@ def plan_copy(
                     offset_lag_max=flow.offset_lag_max,
                     provenance=flow.provenance_headers,
                     timeout_s=flow.admin_timeout_ms / 1000,
+                    batch_ms=flow.copy_transaction_max_ms,
                     source_consumer=source_consumer,
                     target_producer=target_producer,
                     target_consumer=target_consumer,
@@ -103,6 +104,16 @@ def plan_copy(
                 )
             )
     return tasks
+
+
+def spread(tasks: list[CopyTask], slots: int, most_per_task: int) -> list[list[CopyTask]]:
+    """Group copy ranges into Spark tasks: one per slot when partitions outnumber slots (more groups only when a
+    group would exceed `most_per_task`), else one range per task. Round-robin, so the partitions of one busy
+    topic spread over the groups."""
+    if not tasks:
+        return []
+    groups = min(len(tasks), max(slots, 1, -(-len(tasks) // max(most_per_task, 1))))
+    return [tasks[i::groups] for i in range(groups)]
 
 
 def summarise(results: list[CopyResult]) -> dict[str, object]:

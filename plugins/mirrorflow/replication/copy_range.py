@@ -13,6 +13,11 @@ Exactly-once (the default), per batch of records:
 At-least-once: an idempotent producer; progress and segments are written after the records are flushed, so a
 crash in between re-copies at most that batch.
 
+A transaction closes at `batch_records`, `batch_bytes` or `batch_ms`, and in continuous mode also as soon as the
+reader has caught up with the source (MM2's exactly-once source tasks commit per poll the same way): a copy that
+keeps up commits small transactions every few tens of milliseconds, so records are visible to read_committed
+consumers quickly; one that is behind fills long transactions, which cost fewer commits per record.
+
 MM2 offset syncs are written after each commit by a separate, non-transactional producer (as MM2 does), at
 every segment start and whenever downstream drift reaches `offset.lag.max`.
 
@@ -28,213 +33,45 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 
 from mirrorflow.core.errors import MirrorflowError
-from mirrorflow.core.offset_map import (
-    OffsetMap,
-    Segment,
-    decode_segment,
-    decode_segment_key,
-    encode_segment,
-    encode_segment_key,
-)
+from mirrorflow.core.offset_map import Segment, encode_segment, encode_segment_key
 from mirrorflow.core.offset_sync import OffsetSync
-from mirrorflow.core.progress import Progress, decode_progress, encode_progress
-from mirrorflow.core.transforms import ChainSpec, TransformChain
-from mirrorflow.kafka.clients import admin_client
-from mirrorflow.kafka.compacted_log import read_to_end
-from mirrorflow.kafka.metrics_store import MetricsPublisher, ensure_metrics_topic, read_snapshots
+from mirrorflow.core.progress import Progress, encode_progress
+from mirrorflow.kafka.metrics_store import MetricsPublisher
 from mirrorflow.kafka.offsets import partition_bounds
-from mirrorflow.kafka.topics import NewTopicSpec, create_topics
 from mirrorflow.kafka.transfer import Batch, PartitionReader, TargetWriter
-from mirrorflow.replication.metrics import PartitionMetrics, Snapshot, snapshot_key
+from mirrorflow.replication.copy_setup import (
+    load_metric_bytes,
+    load_progress,
+    load_segments,
+    prune,
+    resolve_start,
+    restore_map,
+    start_metrics,
+    start_transforms,
+)
+from mirrorflow.replication.copy_task import CopyResult, CopyTask
+from mirrorflow.replication.metrics import PartitionMetrics
 
 log = logging.getLogger(__name__)
 
+# How long one read waits for a full batch of records. Interval copies are behind by design and fill reads
+# quickly; a continuous copy that has caught up waits the whole timeout for records that trickle in, which
+# adds to every record's latency, so it polls more often.
+READ_TIMEOUT_S = 0.1
+CAUGHT_UP_READ_TIMEOUT_S = 0.05
 
-@dataclass(frozen=True)
-class CopyTask:
-    """Everything one executor needs for one source partition; plain data so Spark can ship it.
-
-    The client configs hold revealed secrets (executors must connect), so `repr` hides them.
-    """
-
-    flow: str
-    source: str
-    target: str
-    topic: str
-    partition: int
-    remote_topic: str
-    end: int | None
-    run_seconds: float | None
-    exactly_once: bool
-    start_at_latest: bool
-    transactional_id: str
-    progress_topic: str
-    offset_map_topic: str
-    offset_syncs_topic: str | None
-    offset_syncs_on_target: bool
-    offset_lag_max: int
-    provenance: bool
-    timeout_s: float
-    batch_records: int = 50000
-    batch_ms: int = 500
-    batch_bytes: int = 64 * 1024 * 1024  # value bytes a transaction may hold, bounding a task's memory
-    metrics_topic: str | None = None  # MM2's per-partition metrics go here (best-effort); None: not recorded
-    metrics_replication_factor: int = 1
-    transforms: ChainSpec | None = None  # None (or no transforms): records are copied as read
-    source_consumer: Mapping[str, str] = field(default_factory=dict, repr=False)
-    target_producer: Mapping[str, str] = field(default_factory=dict, repr=False)
-    target_consumer: Mapping[str, str] = field(default_factory=dict, repr=False)
-    offset_syncs_producer: Mapping[str, str] = field(default_factory=dict, repr=False)
+Stop = Callable[[], bool]
+"""Asked once per transaction: True ends the copy early (a sibling range in the same Spark task failed)."""
 
 
-@dataclass
-class CopyResult:
-    """What one range did; summed by the driver into the job summary."""
-
-    topic: str
-    partition: int
-    remote_topic: str
-    start: int
-    next_upstream: int
-    downstream_end: int
-    records: int = 0
-    bytes: int = 0
-    dropped: int = 0
-    transactions: int = 0
-    offset_syncs: int = 0
-    max_latency_ms: int = 0
-    latency_sum_ms: int = 0
-    filtered: int = 0  # records transforms dropped (also counted in `dropped`)
-    dead_lettered: int = 0  # records a transform failed on, sent to the dead-letter topic (also in `dropped`)
-
-
-def load_progress(task: CopyTask) -> Progress | None:
-    """The committed progress of the task's partition, read after fencing so it is final."""
-    latest: Progress | None = None
-    for _p, _o, key, value, _ts in read_to_end(
-        task.target, task.target_consumer, task.progress_topic, partitions=[0], timeout_s=task.timeout_s
-    ):
-        if key is None or value is None:
-            continue
-        progress = decode_progress(key, value)
-        if progress.topic == task.topic and progress.partition == task.partition:
-            latest = progress
-    return latest
-
-
-def load_segments(task: CopyTask) -> list[Segment]:
-    """This partition's stored offset-map segments (a compacted topic: one record per live segment)."""
-    segments: dict[int, Segment] = {}
-    for _p, _o, key, value, _ts in read_to_end(
-        task.target, task.target_consumer, task.offset_map_topic, partitions=[0], timeout_s=task.timeout_s
-    ):
-        if key is None:
-            continue
-        topic, partition, upstream_start = decode_segment_key(key)
-        if (topic, partition) != (task.topic, task.partition):
-            continue
-        if value is None:
-            segments.pop(upstream_start, None)
-        else:
-            segments[upstream_start] = decode_segment(key, value)[2]
-    return list(segments.values())
-
-
-def restore_map(stored: list[Segment], progress: Progress | None, start: int) -> OffsetMap:
-    """Continue the stored map, so that segments an at-least-once crash left beyond the committed progress are
-    rewound (and tombstoned at the next commit) instead of contradicting the re-copy."""
-    if not stored:
-        return OffsetMap(start=start)
-    return OffsetMap.restore(stored, next_upstream=start, downstream_end=progress.downstream_end if progress else None)
-
-
-def resolve_start(task: CopyTask, progress: Progress | None, log_start: int, log_end: int) -> int:
-    """Where to resume; a gap opened by source retention is an error, never a silent skip."""
-    if progress is None:
-        return log_end if task.start_at_latest else log_start
-    if progress.next_upstream < log_start:
-        raise MirrorflowError(
-            f"flow {task.flow}: {task.topic}-{task.partition} lost records {progress.next_upstream}.."
-            f"{log_start - 1} to source retention before they were copied. Raise retention on cluster "
-            f"'{task.source}' or copy more often; to accept the loss, delete this partition's progress "
-            f"record from '{task.progress_topic}' on '{task.target}'."
-        )
-    if progress.next_upstream > log_end:
-        raise MirrorflowError(
-            f"flow {task.flow}: {task.topic}-{task.partition} ends at {log_end} on '{task.source}' but "
-            f"{progress.next_upstream} was already copied: the source topic was recreated or truncated. "
-            f"Delete the remote topic '{task.remote_topic}' and its progress record to copy it afresh."
-        )
-    return progress.next_upstream
-
-
-def prune(offset_map: OffsetMap, log_start: int | None, offset_lag_max: int) -> list[tuple[int, int]] | None:
-    """Forget the map below the source log start; None if that changes nothing, else the offset syncs of the
-    records not synced yet (`offset_syncs` must see records before they are pruned, or they get no sync)."""
-    start = offset_map.start
-    if log_start is None or start is None or log_start <= start:
-        return None
-    syncs = offset_map.offset_syncs(offset_lag_max)
-    offset_map.prune_below(log_start)
-    return syncs
-
-
-def load_metric_bytes(task: CopyTask) -> int | None:
-    """The partition's stored byte count (metrics continue it); None (logged) when metrics are unavailable."""
-    if task.metrics_topic is None:
-        return None
-    try:
-        if not ensure_metrics_topic(
-            task.target, task.target_producer, task.metrics_topic, task.metrics_replication_factor, task.timeout_s
-        ):
-            return None
-        stored = read_snapshots(task.target, task.target_consumer, task.metrics_topic, task.timeout_s)
-        raw = stored.get(snapshot_key(task.remote_topic, task.partition))
-        return int(Snapshot.decode(raw).values.get("byte-count", 0)) if raw else 0
-    except Exception as err:  # metrics are best-effort: never fail the copy for them
-        log.warning("metrics: not recorded for %s-%s: %s", task.remote_topic, task.partition, err)
-        return None
-
-
-def start_transforms(task: CopyTask) -> tuple[TransformChain | None, tuple[str, str] | None]:
-    """The task's transform chain (None when it has no transforms: the plain copy path) and, with
-    `errors.tolerance = all`, the dead-letter (topic, flow), created on the target if missing."""
-    spec = task.transforms
-    if spec is None or spec.empty:
-        return None, None
-    chain = TransformChain(spec)
-    if spec.errors_tolerance != "all":
-        return chain, None
-    topic = NewTopicSpec(spec.dead_letter_topic, 1, spec.dead_letter_replication_factor, {})
-    create_topics(admin_client(task.target_producer), task.target, [topic], task.timeout_s)
-    return chain, (spec.dead_letter_topic, task.flow)
-
-
-def start_metrics(
-    task: CopyTask, records_before: int, bytes_before: int | None
-) -> tuple[PartitionMetrics, MetricsPublisher] | None:
-    """The partition's metrics recorder, continuing the stored counts; None when metrics are unavailable."""
-    if task.metrics_topic is None or bytes_before is None:
-        return None
-    recorder = PartitionMetrics(
-        source=task.source,
-        target=task.target,
-        source_topic=task.topic,
-        remote_topic=task.remote_topic,
-        partition=task.partition,
-        record_count=records_before,
-        byte_count=bytes_before,
-    )
-    return recorder, MetricsPublisher(task.target, task.target_producer, task.metrics_topic)
-
-
-def copy_range(task: CopyTask, *, on_batch: Callable[[CopyResult], None] | None = None) -> CopyResult:
-    """Copy records of one partition until `task.end` (interval) or `task.run_seconds` (continuous)."""
+def copy_range(
+    task: CopyTask, *, on_batch: Callable[[CopyResult], None] | None = None, stop: Stop | None = None
+) -> CopyResult:
+    """Copy records of one partition until `task.end` (interval), `task.run_seconds` (continuous) or `stop`."""
     with ThreadPoolExecutor(max_workers=3, thread_name_prefix="copy-setup") as pool:
         bounds = pool.submit(
             partition_bounds, task.source, task.source_consumer, task.topic, task.partition, timeout_s=task.timeout_s
@@ -256,7 +93,7 @@ def copy_range(task: CopyTask, *, on_batch: Callable[[CopyResult], None] | None 
         except BaseException:
             writer.close()
             raise
-    return _copy(task, writer, progress, stored, log_start, log_end, bytes_before, on_batch)
+    return _copy(task, writer, progress, stored, log_start, log_end, bytes_before, on_batch, stop)
 
 
 def _copy(
@@ -268,6 +105,7 @@ def _copy(
     log_end: int,
     bytes_before: int | None,
     on_batch: Callable[[CopyResult], None] | None,
+    stop: Stop | None = None,
 ) -> CopyResult:
     syncs_writer: TargetWriter | None = None
     reader: PartitionReader | None = None
@@ -305,13 +143,20 @@ def _copy(
         chain, dead_letter = start_transforms(task)
         end, batch_records, batch_bytes = task.end, task.batch_records, task.batch_bytes
         deadline = None if task.run_seconds is None else time.monotonic() + task.run_seconds
+        continuous = end is None
+        read_timeout = CAUGHT_UP_READ_TIMEOUT_S if continuous else READ_TIMEOUT_S
         consumed_to = start
         committed_to = start
+
+        def ending() -> bool:
+            """The run's time is up or a sibling range failed: checked between transactions and while idle."""
+            return (deadline is not None and time.monotonic() >= deadline) or (stop is not None and stop())
+
         while True:
             at_end = end is not None and consumed_to >= end
             if at_end and not prune_pending:
                 break
-            if deadline is not None and time.monotonic() >= deadline:
+            if ending():
                 break
             batch_deadline = time.monotonic() + task.batch_ms / 1000
             batch = Batch(consumed_to)
@@ -323,8 +168,12 @@ def _copy(
                 and batch.bytes < batch_bytes
                 and time.monotonic() < batch_deadline
             ):
-                messages = reader.read(min(batch_records - len(upstreams), 10000), 0.1)
+                messages = reader.read(min(batch_records - len(upstreams), 10000), read_timeout)
                 if not messages:
+                    if began and continuous:
+                        break  # nothing more to read: commit what is open instead of holding it
+                    if not began and ending():
+                        break  # idle: nothing to commit, so stop now rather than at the transaction limit
                     continue
                 if not began:
                     writer.begin()
@@ -345,6 +194,8 @@ def _copy(
                         provenance=provenance,
                         dead_letter=dead_letter,
                     )
+                if continuous and messages[-1].error() is not None:
+                    break  # the read ended at the source's end (an end-of-partition event): caught up, commit
             consumed_to = batch.consumed_to
             result.dropped += batch.dropped
             if not began and consumed_to == committed_to and not prune_pending:

@@ -122,17 +122,7 @@ def run_control_plane(
     finally:
         if own:
             clients.close()
-    return ControlPlaneReport(
-        flow=flow.name,
-        source=flow.source,
-        target=flow.target,
-        dry_run=dry_run,
-        started_ms=started_ms,
-        duration_ms=int((time.monotonic() - started) * 1000),
-        steps=tuple(ran),
-        plan=plan,
-        **parts,
-    )
+    return _report(flow, dry_run, started, started_ms, ran, parts, plan)
 
 
 def run_heartbeat_pair(
@@ -161,6 +151,19 @@ def run_heartbeat_pair(
     finally:
         if own:
             clients.close()
+    return _report(flow, dry_run, started, started_ms, ran, parts)
+
+
+def _report(
+    flow: Flow,
+    dry_run: bool,
+    started: float,
+    started_ms: int,
+    ran: list[str],
+    parts: dict[str, Any],
+    plan: FlowPlan | None = None,
+) -> ControlPlaneReport:
+    """The report of either kind of cycle: the steps that ran, their parts, the time since `started`."""
     return ControlPlaneReport(
         flow=flow.name,
         source=flow.source,
@@ -169,6 +172,7 @@ def run_heartbeat_pair(
         started_ms=started_ms,
         duration_ms=int((time.monotonic() - started) * 1000),
         steps=tuple(ran),
+        plan=plan,
         **parts,
     )
 

@@ -1,4 +1,5 @@
-"""The copy on Spark: the driver plans one task per source partition, executors run `copy_range`.
+"""The copy on Spark: the driver plans one copy range per source partition, executors run `copy_range`; when
+partitions outnumber Spark's slots, one Spark task copies several ranges in threads (`copy_ranges`).
 
 Spark supplies what a replicator should not build for itself: scheduling across a cluster, task retries
 (a retried attempt fences the failed one through its transactional id), and placement. confluent-kafka moves
@@ -25,8 +26,9 @@ from mirrorflow.config.model import Flow
 from mirrorflow.config.overrides import cluster_settings_from_env, with_cluster_settings
 from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.replication.checkpoints import emit_checkpoints
-from mirrorflow.replication.copy_plan import copyable, plan_copy, summarise
-from mirrorflow.replication.copy_range import CopyResult, CopyTask, copy_range
+from mirrorflow.replication.copy_group import copy_ranges
+from mirrorflow.replication.copy_plan import copyable, plan_copy, spread, summarise
+from mirrorflow.replication.copy_task import CopyResult, CopyTask
 from mirrorflow.replication.discovery import FlowPlan, discover
 from mirrorflow.replication.flow_clients import FlowClients
 from mirrorflow.replication.group_sync import sync_group_offsets
@@ -73,36 +75,41 @@ def executor_runtime() -> Runtime:
     return {"python": sys.executable, **files}
 
 
-def _copy_partition(tasks: Iterable[CopyTask]) -> Iterator[tuple[CopyResult, Runtime]]:
-    for task in tasks:
-        yield copy_range(task), executor_runtime()
+def _copy_partition(groups: Iterable[list[CopyTask]]) -> Iterator[tuple[CopyResult, Runtime]]:
+    for group in groups:
+        runtime = executor_runtime()
+        for result in copy_ranges(group):
+            yield result, runtime
 
 
 OnProgress = Callable[[int, int], None]
-"""Called with (ranges done, ranges in all) while a copy job runs."""
+"""Called with (ranges done, ranges in all) while a copy job runs (ranges of a Spark task count when it ends)."""
 
 
-def run_copy_tasks(
+def run_copy_groups(
     spark: SparkSession,
-    tasks: list[CopyTask],
+    groups: list[list[CopyTask]],
     *,
     on_progress: OnProgress | None = None,
     runtimes: list[Runtime] | None = None,
 ) -> list[CopyResult]:
-    """Run every task as its own Spark task; a range that fails for good fails the job with its reason.
+    """Run each group of ranges (see `spread`) as one Spark task; a range that fails for good fails the job with
+    its reason.
 
     `runtimes`, when given, receives each distinct executor runtime seen (see `executor_runtime`)."""
+    tasks = [task for group in groups for task in group]
     if not tasks:
         return []
     sc = spark.sparkContext
     group = f"mirrorflow-copy-{uuid.uuid4().hex[:12]}"
-    sc.setJobGroup(group, f"copy {tasks[0].flow}: {len(tasks)} partition ranges")
+    sc.setJobGroup(group, f"copy {tasks[0].flow}: {len(tasks)} partition ranges in {len(groups)} Spark tasks")
     stop = threading.Event()
     watcher = None
     if on_progress is not None:
-        watcher = threading.Thread(target=_watch, args=(spark, group, len(tasks), on_progress, stop), daemon=True)
+        sizes = [len(g) for g in groups]
+        watcher = threading.Thread(target=_watch, args=(spark, group, sizes, on_progress, stop), daemon=True)
         watcher.start()
-    rdd = sc.parallelize(tasks, len(tasks))
+    rdd = sc.parallelize(groups, len(groups))
     try:
         pairs: list[tuple[CopyResult, Runtime]] = rdd.mapPartitions(_copy_partition).collect()
     except Exception as err:  # py4j wraps the executor's Python exception in a Java one
@@ -118,9 +125,13 @@ def run_copy_tasks(
     return [result for result, _ in pairs]
 
 
-def _watch(spark: SparkSession, group: str, total: int, on_progress: OnProgress, stop: threading.Event) -> None:
-    """Report finished ranges from Spark's status tracker (one Spark task per range) until the job ends."""
+def _watch(spark: SparkSession, group: str, sizes: list[int], on_progress: OnProgress, stop: threading.Event) -> None:
+    """Report finished ranges from Spark's status tracker until the job ends. The tracker counts finished
+    Spark tasks, not which ones: groups differ by one range at most, so the smallest count first is exact
+    or one short."""
     tracker = spark.sparkContext.statusTracker()
+    total = sum(sizes)
+    smallest_first = sorted(sizes)
     while not stop.wait(0.25):
         done = 0
         for job_id in tracker.getJobIdsForGroup(group):
@@ -128,7 +139,7 @@ def _watch(spark: SparkSession, group: str, total: int, on_progress: OnProgress,
             for stage_id in job.stageIds if job is not None else ():
                 stage = tracker.getStageInfo(stage_id)
                 done += stage.numCompletedTasks if stage is not None else 0
-        on_progress(min(done, total), total)
+        on_progress(min(sum(smallest_first[:done]), total), total)
 
 
 def python_error_line(java_message: str) -> str:
@@ -150,13 +161,15 @@ def copy_flow(
     plan: FlowPlan | None = None,
     on_progress: OnProgress | None = None,
 ) -> dict[str, object]:
-    """One copy run of a flow: discover (unless given the plan), one task per partition on Spark, summarise."""
+    """One copy run of a flow: discover (unless given the plan), copy every partition on Spark, summarise."""
     if plan is None:
         with FlowClients(flow) as clients:
             plan = discover(flow, clients)
     tasks = plan_copy(flow, copyable(plan), interval=interval, run_seconds=run_seconds)
     runtimes: list[Runtime] = []
-    summary = summarise(run_copy_tasks(spark, tasks, on_progress=on_progress, runtimes=runtimes))
+    groups = spread(tasks, spark.sparkContext.defaultParallelism, flow.copy_partitions_per_task)
+    summary = summarise(run_copy_groups(spark, groups, on_progress=on_progress, runtimes=runtimes))
+    summary["spark_tasks"] = len(groups)
     summary["executors"] = runtimes
     summary["flow"] = flow.name
     summary["mode"] = "interval" if interval else "continuous"

@@ -18,7 +18,8 @@ from mirrorflow.core.progress import decode_progress, progress_topic
 from mirrorflow.kafka.compacted_log import read_to_end
 from mirrorflow.kafka.offsets import list_offsets
 from mirrorflow.replication.copy_plan import copyable, plan_copy
-from mirrorflow.replication.copy_range import CopyResult, CopyTask, copy_range
+from mirrorflow.replication.copy_range import copy_range
+from mirrorflow.replication.copy_task import CopyResult, CopyTask
 from mirrorflow.replication.failover.runbook import TP, Context, Outcome, done, plan_partitions, tp_key
 from mirrorflow.replication.flow_cycle import TOPICS, run_control_plane
 from mirrorflow.replication.flow_rules import FlowRules, internal_separator

@@ -14,19 +14,11 @@ from typing import Any
 
 from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.kafka.offsets import list_offsets
-from mirrorflow.replication.failover.runbook import Context
+from mirrorflow.replication.failover.runbook import STEP_NAMES, Context
 from mirrorflow.replication.failover.state import DONE, PLANNED, SKIPPED
 
-RTO_STEPS = (
-    "preflight",
-    "fence",
-    "verify_fence",
-    "drain",
-    "pause_flow",
-    "final_checkpoint",
-    "commit_offsets",
-    "redirect",
-)
+RTO_STEPS = STEP_NAMES[: STEP_NAMES.index("redirect") + 1]
+"""The steps the RTO counts: up to and including the redirect (arming the reverse flow comes after clients moved)."""
 REPORT_JSON = "report.json"
 REPORT_MD = "report.md"
 

@@ -12,7 +12,7 @@ from `dr` to `primary`.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -40,11 +40,24 @@ Direction = Literal["failover", "failback"]
 Mode = Literal["planned", "unplanned"]
 FENCES = ("none", "acl", "command")
 REDIRECTS = ("none", "topic", "file", "command", "webhook")
+STEP_NAMES = (
+    "preflight",
+    "fence",
+    "verify_fence",
+    "drain",
+    "pause_flow",
+    "final_checkpoint",
+    "commit_offsets",
+    "redirect",
+    "arm_reverse",
+)
+"""The steps in order (`steps.STEPS`, checked by a test): named here for the DAG and the report, which must not
+import the steps and their Kafka calls."""
 
 
 @dataclass(frozen=True)
 class FailoverOptions:
-    """What the operator asked for (CLI options, DAG params); validated by `validate`."""
+    """What the operator asked for; `options_from_values` builds it from CLI options or DAG params."""
 
     config: str
     primary: str
@@ -127,6 +140,51 @@ class FailoverOptions:
                 compile_patterns([self.groups], key="--groups")
             except PatternError as err:
                 raise UsageError(str(err)) from err
+
+
+def options_from_values(
+    values: Mapping[str, Any],
+    *,
+    config: str,
+    direction: str,
+    state_dir: str | Path | None,
+    dry_run_default: bool = False,
+) -> FailoverOptions:
+    """Validated options from the operator's values, keyed by field name (absent: the field's default).
+
+    The one reading of the CLI's flags and the DAG's trigger form, so both accept and refuse the same input with
+    the same message (UsageError, exit code 2). `fence_principals` is a list or the CLI's comma-separated text."""
+    mode = values.get("mode", "planned")
+    if mode not in ("planned", "unplanned"):
+        raise UsageError(f"--mode {mode}: use planned or unplanned")
+    options = FailoverOptions(
+        config=config,
+        primary=str(values["primary"]),
+        dr=str(values["dr"]),
+        direction="failback" if direction == "failback" else "failover",
+        groups=values.get("groups"),
+        mode="unplanned" if mode == "unplanned" else "planned",
+        fence=str(values.get("fence", "none")),
+        fence_principals=_principals(values.get("fence_principals")),
+        fence_command=values.get("fence_command"),
+        unfence_command=values.get("unfence_command"),
+        fence_verify_seconds=float(values.get("fence_verify_seconds", 5.0)),
+        redirect=str(values.get("redirect", "none")),
+        redirect_target=values.get("redirect_target"),
+        dry_run=bool(values.get("dry_run", dry_run_default)),
+        max_lag_records=values.get("max_lag_records"),
+        max_lag_seconds=values.get("max_lag_seconds"),
+        state_dir=None if state_dir is None else str(state_dir),
+        restart=bool(values.get("restart", False)),
+    )
+    options.validate()
+    return options
+
+
+def _principals(raw: str | Iterable[str] | None) -> tuple[str, ...]:
+    if isinstance(raw, str):  # "User:a, User:b" from the shell
+        return tuple(p.strip() for p in raw.split(",") if p.strip())
+    return tuple(str(p) for p in raw or ())
 
 
 @dataclass

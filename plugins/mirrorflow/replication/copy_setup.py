@@ -1,0 +1,140 @@
+"""A copy range's set-up: what it reads before copying (stored progress, offset map, metrics) and where it
+resumes. Split from `copy_range` so the hot loop stays readable; every function here runs once per range.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from mirrorflow.core.errors import MirrorflowError
+from mirrorflow.core.offset_map import OffsetMap, Segment, decode_segment, decode_segment_key
+from mirrorflow.core.progress import Progress, decode_progress
+from mirrorflow.core.transforms import TransformChain
+from mirrorflow.kafka.clients import admin_client
+from mirrorflow.kafka.compacted_log import read_to_end
+from mirrorflow.kafka.metrics_store import MetricsPublisher, ensure_metrics_topic, read_snapshots
+from mirrorflow.kafka.topics import NewTopicSpec, create_topics
+from mirrorflow.replication.copy_task import CopyTask
+from mirrorflow.replication.metrics import PartitionMetrics, Snapshot, snapshot_key
+
+log = logging.getLogger(__name__)
+
+
+def load_progress(task: CopyTask) -> Progress | None:
+    """The committed progress of the task's partition, read after fencing so it is final."""
+    latest: Progress | None = None
+    for _p, _o, key, value, _ts in read_to_end(
+        task.target, task.target_consumer, task.progress_topic, partitions=[0], timeout_s=task.timeout_s
+    ):
+        if key is None or value is None:
+            continue
+        progress = decode_progress(key, value)
+        if progress.topic == task.topic and progress.partition == task.partition:
+            latest = progress
+    return latest
+
+
+def load_segments(task: CopyTask) -> list[Segment]:
+    """This partition's stored offset-map segments (a compacted topic: one record per live segment)."""
+    segments: dict[int, Segment] = {}
+    for _p, _o, key, value, _ts in read_to_end(
+        task.target, task.target_consumer, task.offset_map_topic, partitions=[0], timeout_s=task.timeout_s
+    ):
+        if key is None:
+            continue
+        topic, partition, upstream_start = decode_segment_key(key)
+        if (topic, partition) != (task.topic, task.partition):
+            continue
+        if value is None:
+            segments.pop(upstream_start, None)
+        else:
+            segments[upstream_start] = decode_segment(key, value)[2]
+    return list(segments.values())
+
+
+def restore_map(stored: list[Segment], progress: Progress | None, start: int) -> OffsetMap:
+    """Continue the stored map, so that segments an at-least-once crash left beyond the committed progress are
+    rewound (and tombstoned at the next commit) instead of contradicting the re-copy."""
+    if not stored:
+        return OffsetMap(start=start)
+    return OffsetMap.restore(stored, next_upstream=start, downstream_end=progress.downstream_end if progress else None)
+
+
+def resolve_start(task: CopyTask, progress: Progress | None, log_start: int, log_end: int) -> int:
+    """Where to resume; a gap opened by source retention is an error, never a silent skip."""
+    if progress is None:
+        return log_end if task.start_at_latest else log_start
+    if progress.next_upstream < log_start:
+        raise MirrorflowError(
+            f"flow {task.flow}: {task.topic}-{task.partition} lost records {progress.next_upstream}.."
+            f"{log_start - 1} to source retention before they were copied. Raise retention on cluster "
+            f"'{task.source}' or copy more often; to accept the loss, delete this partition's progress "
+            f"record from '{task.progress_topic}' on '{task.target}'."
+        )
+    if progress.next_upstream > log_end:
+        raise MirrorflowError(
+            f"flow {task.flow}: {task.topic}-{task.partition} ends at {log_end} on '{task.source}' but "
+            f"{progress.next_upstream} was already copied: the source topic was recreated or truncated. "
+            f"Delete the remote topic '{task.remote_topic}' and its progress record to copy it afresh."
+        )
+    return progress.next_upstream
+
+
+def prune(offset_map: OffsetMap, log_start: int | None, offset_lag_max: int) -> list[tuple[int, int]] | None:
+    """Forget the map below the source log start; None if that changes nothing, else the offset syncs of the
+    records not synced yet (`offset_syncs` must see records before they are pruned, or they get no sync)."""
+    start = offset_map.start
+    if log_start is None or start is None or log_start <= start:
+        return None
+    syncs = offset_map.offset_syncs(offset_lag_max)
+    offset_map.prune_below(log_start)
+    return syncs
+
+
+def load_metric_bytes(task: CopyTask) -> int | None:
+    """The partition's stored byte count (metrics continue it); None (logged) when metrics are unavailable."""
+    if task.metrics_topic is None:
+        return None
+    try:
+        if not ensure_metrics_topic(
+            task.target, task.target_producer, task.metrics_topic, task.metrics_replication_factor, task.timeout_s
+        ):
+            return None
+        stored = read_snapshots(task.target, task.target_consumer, task.metrics_topic, task.timeout_s)
+        raw = stored.get(snapshot_key(task.remote_topic, task.partition))
+        return int(Snapshot.decode(raw).values.get("byte-count", 0)) if raw else 0
+    except Exception as err:  # metrics are best-effort: never fail the copy for them
+        log.warning("metrics: not recorded for %s-%s: %s", task.remote_topic, task.partition, err)
+        return None
+
+
+def start_transforms(task: CopyTask) -> tuple[TransformChain | None, tuple[str, str] | None]:
+    """The task's transform chain (None when it has no transforms: the plain copy path) and, with
+    `errors.tolerance = all`, the dead-letter (topic, flow), created on the target if missing."""
+    spec = task.transforms
+    if spec is None or spec.empty:
+        return None, None
+    chain = TransformChain(spec)
+    if spec.errors_tolerance != "all":
+        return chain, None
+    topic = NewTopicSpec(spec.dead_letter_topic, 1, spec.dead_letter_replication_factor, {})
+    create_topics(admin_client(task.target_producer), task.target, [topic], task.timeout_s)
+    return chain, (spec.dead_letter_topic, task.flow)
+
+
+def start_metrics(
+    task: CopyTask, records_before: int, bytes_before: int | None
+) -> tuple[PartitionMetrics, MetricsPublisher] | None:
+    """The partition's metrics recorder, continuing the stored counts; None when metrics are unavailable."""
+    if task.metrics_topic is None or bytes_before is None:
+        return None
+    recorder = PartitionMetrics(
+        source=task.source,
+        target=task.target,
+        source_topic=task.topic,
+        remote_topic=task.remote_topic,
+        partition=task.partition,
+        record_count=records_before,
+        byte_count=bytes_before,
+    )
+    return recorder, MetricsPublisher(task.target, task.target_producer, task.metrics_topic)

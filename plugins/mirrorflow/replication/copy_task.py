@@ -1,0 +1,66 @@
+"""What one copy range is given and what it reports: plain data, so Spark can ship it and the driver sum it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from mirrorflow.core.transforms import ChainSpec
+
+
+@dataclass(frozen=True)
+class CopyTask:
+    """Everything one executor needs for one source partition; plain data so Spark can ship it.
+
+    The client configs hold revealed secrets (executors must connect), so `repr` hides them.
+    """
+
+    flow: str
+    source: str
+    target: str
+    topic: str
+    partition: int
+    remote_topic: str
+    end: int | None
+    run_seconds: float | None
+    exactly_once: bool
+    start_at_latest: bool
+    transactional_id: str
+    progress_topic: str
+    offset_map_topic: str
+    offset_syncs_topic: str | None
+    offset_syncs_on_target: bool
+    offset_lag_max: int
+    provenance: bool
+    timeout_s: float
+    batch_records: int = 50000
+    batch_ms: int = 500  # the longest a transaction stays open (`mirrorflow.copy.transaction.max.ms`)
+    batch_bytes: int = 64 * 1024 * 1024  # value bytes a transaction may hold, bounding a task's memory
+    metrics_topic: str | None = None  # MM2's per-partition metrics go here (best-effort); None: not recorded
+    metrics_replication_factor: int = 1
+    transforms: ChainSpec | None = None  # None (or no transforms): records are copied as read
+    source_consumer: Mapping[str, str] = field(default_factory=dict, repr=False)
+    target_producer: Mapping[str, str] = field(default_factory=dict, repr=False)
+    target_consumer: Mapping[str, str] = field(default_factory=dict, repr=False)
+    offset_syncs_producer: Mapping[str, str] = field(default_factory=dict, repr=False)
+
+
+@dataclass
+class CopyResult:
+    """What one range did; summed by the driver into the job summary."""
+
+    topic: str
+    partition: int
+    remote_topic: str
+    start: int
+    next_upstream: int
+    downstream_end: int
+    records: int = 0
+    bytes: int = 0
+    dropped: int = 0
+    transactions: int = 0
+    offset_syncs: int = 0
+    max_latency_ms: int = 0
+    latency_sum_ms: int = 0
+    filtered: int = 0  # records transforms dropped (also counted in `dropped`)
+    dead_lettered: int = 0  # records a transform failed on, sent to the dead-letter topic (also in `dropped`)

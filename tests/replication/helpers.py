@@ -1,0 +1,128 @@
+"""Helpers of the replication tests on real brokers: the `A->B` flow of a test config, copy tasks and their
+internal topics, source group commits, and the offset map as stored. The map is read back independently of the
+code under test (only the record codecs are shared), so a test compares the copy with what the brokers hold."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
+from tests.kafka_helpers import create_topic
+
+from mirrorflow.config.model import Flow, MirrorConfig
+from mirrorflow.core.offset_map import OffsetMap, Segment, decode_segment, decode_segment_key
+from mirrorflow.core.progress import Progress, decode_progress
+from mirrorflow.kafka.compacted_log import read_to_end
+from mirrorflow.kafka.topics import create_compacted_topic
+from mirrorflow.replication.copy_plan import SourcePartitions, plan_copy
+from mirrorflow.replication.copy_range import copy_range
+from mirrorflow.replication.copy_task import CopyTask
+
+# Records carry old timestamps; without this the brokers' time-based retention would delete them mid-test.
+KEEP_FOREVER = {"retention.ms": "-1"}
+PROGRESS_TOPIC = "mirrorflow-progress.A.internal"
+MAP_TOPIC = "mirrorflow-offset-map.A.internal"
+
+
+def a_to_b(write_config: Callable[..., MirrorConfig], body: str = "", **keys: str) -> Flow:
+    """The enabled `A->B` flow with `A->B.<key> = <value>` per keyword (dotted keys via `**{...}`), then `body`."""
+    lines = "".join(f"A->B.{key} = {value}\n" for key, value in keys.items())
+    return write_config(f"A->B.enabled = true\n{lines}{body}").flow("A->B")
+
+
+def failover_config(
+    write_config: Callable[..., MirrorConfig], admin: AdminClient, topic: str, partitions: int, groups: str
+) -> MirrorConfig:
+    """`topic` created on A, and a config mirroring it and the `groups` regex from A to B. Heartbeats are not
+    replicated: the session clusters are shared, and other tests' heartbeats must not count in a drain."""
+    create_topic(admin, topic, partitions)
+    config: MirrorConfig = write_config(
+        f"A->B.enabled = true\nA->B.topics = {topic}\nA->B.groups = {groups}\n"
+        "A->B.heartbeats.replication.enabled = false\n"
+    )
+    return config
+
+
+def copy_tasks(flow: Flow, topic: str, partitions: int = 1, **changes: Any) -> list[CopyTask]:
+    """The interval tasks copying `topic` to `A.<topic>`, each with `changes` applied (fields by name, so new
+    fields of CopyTask keep their defaults)."""
+    tasks = plan_copy(flow, [SourcePartitions(topic, f"A.{topic}", partitions)], interval=True)
+    return [replace(task, **changes) for task in tasks]
+
+
+def copy_all(flow: Flow, topic: str, partitions: int = 1) -> int:
+    """Run every interval task of `topic` in this process; the number of records copied."""
+    return sum(copy_range(task).records for task in copy_tasks(flow, topic, partitions))
+
+
+def create_copy_topics(
+    admin: Callable[..., AdminClient], topic: str, partitions: int, source_config: Mapping[str, str] | None = None
+) -> None:
+    """`topic` on A, and what the topic-sync step would create, done by hand so a test exercises the copy
+    alone: `A.<topic>` on B (kept forever) and the copy's internal topics (idempotent: shared by tests)."""
+    create_topic(admin("A"), topic, partitions, dict(source_config or {}))
+    create_topic(admin("B"), f"A.{topic}", partitions, KEEP_FOREVER)
+    for name in (PROGRESS_TOPIC, MAP_TOPIC):
+        create_compacted_topic(admin("B"), "B", name, 1, 30)
+    create_compacted_topic(admin("A"), "A", "mm2-offset-syncs.B.internal", 1, 30)
+
+
+def commit_offsets(
+    admin: AdminClient, group: str, offsets: Mapping[tuple[str, int], int], timeout_s: float = 30.0
+) -> None:
+    """Commit `{(topic, partition): offset}` for `group` through the admin API, retrying while a fresh
+    cluster's group coordinator is still loading; fails with the errors once `timeout_s` has passed."""
+    partitions = [TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())]
+    deadline = time.monotonic() + timeout_s
+    while True:
+        errors: list[Any] = []
+        try:
+            result = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, partitions)])[group]
+            errors = [(tp.topic, tp.partition, tp.error) for tp in result.result().topic_partitions if tp.error]
+        except KafkaException as err:
+            errors = [err]
+        if not errors:
+            return
+        assert time.monotonic() < deadline, f"committing {group}: {errors}"
+        time.sleep(0.2)
+
+
+def live_segments(flow: Flow, topic: str, partition: int = 0) -> list[Segment]:
+    """The segments of a partition the offset-map topic still holds (tombstones applied, as compaction will)."""
+    live: dict[int, Segment] = {}
+    for _p, _o, key, value, _ts in read_to_end("B", flow.target_consumer.librdkafka(), MAP_TOPIC):
+        assert key is not None
+        t, p, upstream_start = decode_segment_key(key)
+        if (t, p) != (topic, partition):
+            continue
+        if value is None:
+            live.pop(upstream_start, None)
+        else:
+            live[upstream_start] = decode_segment(key, value)[2]
+    return sorted(live.values(), key=lambda s: s.upstream_start)
+
+
+def stored_map(flow: Flow, topic: str, partition: int = 0) -> OffsetMap:
+    """The offset map a restart would continue: the live segments and the latest stored progress."""
+    progress: Progress | None = None
+    for _p, _o, key, value, _ts in read_to_end("B", flow.target_consumer.librdkafka(), PROGRESS_TOPIC):
+        if key is not None and value is not None:
+            stored = decode_progress(key, value)
+            if (stored.topic, stored.partition) == (topic, partition):
+                progress = stored
+    assert progress is not None
+    return OffsetMap.restore(
+        live_segments(flow, topic, partition),
+        next_upstream=progress.next_upstream,
+        downstream_end=progress.downstream_end,
+    )
+
+
+def translate_by_hand(pairs: list[tuple[int, int]], upstream: int, replicated_end: int) -> int:
+    """Where a group at `upstream` resumes downstream, from the (upstream, downstream) offsets of the copies:
+    at the copy of the first record at or after it, else at the end of what was replicated."""
+    return next((d for u, d in pairs if u >= upstream), replicated_end)
