@@ -32,6 +32,7 @@ from confluent_kafka import libversion
 from confluent_kafka.admin import NewTopic
 
 import report
+from bench_airflow import airflow_overhead
 from bench_latency import latency_mirrorflow, latency_mm2
 from bench_mirrorflow import SparkBench, copy_in_process, spark_submit_overhead, write_config
 from bench_mm2 import run_mm2
@@ -201,10 +202,11 @@ def main(argv: list[str] | None = None) -> int:
             for kind in ("ie", "ia", "se", "sa", "ce", "ca"):
                 aliases[f"{kind}{i}"] = (c.topic, "exactly-once" if kind.endswith("e") else "at-least-once")
             aliases[f"le{i}"] = (f"lat-le{i}-{c.topic}", "exactly-once")
+            aliases[f"la{i}"] = (f"lat-la{i}-{c.topic}", "at-least-once")
         config = directory / "bench-mirrorflow.properties"
         write_config(config, source, target, aliases)
         runs: list[report.Run] = []
-        spark = SparkBench(f"local[{max(plan.partitions)}]") if plan.spark else None
+        spark = SparkBench("local[*]") if plan.spark else None
         for i, c in enumerate(cases):
             print(f"\n== {c.name}: {c.records:,} records", flush=True)
             step("ProducerPerformance", partial(producer_performance, runtime, target, c, directory), runs)
@@ -253,6 +255,16 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 overheads.append(spark_submit_overhead(config, "se0", spark_runs[0].seconds if spark_runs else None))
                 print(f"  {overheads[-1].seconds:.1f}s", flush=True)
+            except Exception as err:
+                print(f"  FAILED: {err!r}", flush=True)
+            print("- Airflow dag.test() of a flow with nothing to copy ...", flush=True)
+            try:
+                airflow_config = directory / "bench-airflow.properties"
+                flow_lines = ("se0->B.mirrorflow.copy.mode = interval",)
+                write_config(airflow_config, source, target, {"se0": aliases["se0"]}, flow_lines)
+                found = airflow_overhead(airflow_config, "se0->B", spark_runs[0].seconds if spark_runs else None)
+                overheads += found
+                print(f"  {found[0].seconds:.1f}s, then {found[1].seconds:.1f}s", flush=True)
             except Exception as err:
                 print(f"  FAILED: {err!r}", flush=True)
         latencies: list[report.Latency] = []
@@ -316,9 +328,20 @@ def measure_latencies(
     print(f"\n== latency on {case.name} at {rate:,.0f} records/s for {plan.latency_seconds:.0f}s", flush=True)
     jobs: list[tuple[str, Callable[[], report.Latency]]] = [
         (
-            "Mirrorflow continuous",
-            partial(latency_mirrorflow, config, source, target, case, f"le{index}", rate, plan.latency_seconds),
+            f"Mirrorflow continuous eos={eos}",
+            partial(
+                latency_mirrorflow,
+                config,
+                source,
+                target,
+                case,
+                f"{'le' if eos else 'la'}{index}",
+                rate,
+                plan.latency_seconds,
+                eos=eos,
+            ),
         )
+        for eos in (True, False)
     ]
     if plan.mm2:
         for eos in (False, True) if plan.mm2_latency_eos else (False,):

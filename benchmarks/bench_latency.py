@@ -36,7 +36,10 @@ def steady_producer(
     bootstrap: str, topic: str, partitions: int, size: int, rate: float, seconds: float, conn: Connection
 ) -> None:
     """In a child process: `rate` records/s for `seconds`, round-robin over partitions; sends the achieved rate."""
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1, "acks": "all"})
+    # linger.ms 5: the default of librdkafka and, since Kafka 4.0 (KIP-1030), of the Java producer. A 1 ms linger
+    # sends a request per partition per millisecond, which on a 2-core host saturates the source broker before
+    # any replicator is measured.
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all"})
     payload = os.urandom(size)
     sample_every = max(1, int(rate // 2000))  # ~2,000 samples per second at most
     started = time.monotonic()
@@ -160,9 +163,10 @@ def measure(
 
 
 def latency_mirrorflow(
-    config: Path, source: str, target: str, case: Case, alias: str, rate: float, seconds: float
+    config: Path, source: str, target: str, case: Case, alias: str, rate: float, seconds: float, *, eos: bool = True
 ) -> Latency:
-    """Mirrorflow continuous mode, exactly-once, one copy thread per partition in its own process."""
+    """Mirrorflow continuous mode (the flow `alias` says which delivery), one copy thread per partition in its
+    own process."""
     topic = f"lat-{alias}-{case.topic}"
     create_topics(source, [NewTopic(topic, case.partitions, 1, config=KEEP)])
     lat_case = Case(case.records, case.size, case.partitions, topic)
@@ -178,7 +182,7 @@ def latency_mirrorflow(
 
     try:
         result = measure(
-            "Mirrorflow continuous, exactly-once",
+            f"Mirrorflow continuous, {'exactly-once' if eos else 'at-least-once'}",
             case,
             source,
             target,

@@ -31,8 +31,10 @@ ROOT = Path(__file__).resolve().parents[1]
 SPARK_JOB = ROOT / "spark_jobs" / "mirrorflow_copy.py"
 
 
-def write_config(path: Path, source: str, target: str, flows: dict[str, tuple[str, str]]) -> None:
-    """`flows`: alias -> (topic, delivery). Heartbeats off: only the case's topic is copied."""
+def write_config(
+    path: Path, source: str, target: str, flows: dict[str, tuple[str, str]], extra: tuple[str, ...] = ()
+) -> None:
+    """`flows`: alias -> (topic, delivery); `extra`: more lines. Heartbeats off: only the case's topic is copied."""
     lines = [f"clusters = B, {', '.join(flows)}", f"B.bootstrap.servers = {target}"]
     for alias, (topic, delivery) in flows.items():
         lines += [
@@ -48,6 +50,7 @@ def write_config(path: Path, source: str, target: str, flows: dict[str, tuple[st
         "heartbeats.topic.replication.factor = 1",
         "offset-syncs.topic.replication.factor = 1",
         "admin.timeout.ms = 30000",
+        *extra,
     ]
     path.write_text("\n".join(lines) + "\n")
 

@@ -198,33 +198,28 @@ class Goal:
     met: bool | None  # None: not measured in this run
 
 
+DEPLOYED = "Spark"
+"""Variants whose name holds this run the copy as the Airflow copy task does (a Spark job): the goals' judge."""
+
+
 def goals(runs: Sequence[Run], latencies: Sequence[Latency], big_record: str = "1KB") -> list[Goal]:
-    """The issue's goals, judged on the best Mirrorflow variant per case of the 1 KB records, steady rates."""
+    """The issue's goals on the 1 KB cases, steady rates: judged on the deployed path (the Spark copy job) where
+    it was measured, and on the best variant of all (in-process copies included) beside it."""
     out: list[Goal] = []
     cases = sorted({r.case for r in runs if r.case.startswith(big_record)})
     for case in cases:
         for eos in (True, False):
-            best = baseline(runs, case, MIRRORFLOW, eos)
             mm2 = baseline(runs, case, MM2, eos)
             raw = raw_baseline(runs, case)
             label = "exactly-once" if eos else "at-least-once"
-            vs_mm2 = ratio(best.throughput if best else None, mm2.throughput if mm2 else None)
-            vs_raw = ratio(best.throughput if best else None, raw.rate if raw else None)
-            who = best.variant if best else "-"
-            out.append(
-                Goal(
-                    f"{case} {label}: throughput ≥ 1.5 × MM2",
-                    f"{_fmt(vs_mm2)} × ({who})",
-                    None if vs_mm2 is None else vs_mm2 >= 1.5,
-                )
-            )
-            out.append(
-                Goal(
-                    f"{case} {label}: throughput ≥ 0.7 × raw",
-                    f"{_fmt(vs_raw)} × ({who})",
-                    None if vs_raw is None else vs_raw >= 0.7,
-                )
-            )
+            mine = [r for r in runs if r.case == case and r.kind == MIRRORFLOW and r.eos == eos]
+            deployed = max((r for r in mine if DEPLOYED in r.variant), key=lambda r: r.throughput, default=None)
+            best = max(mine, key=lambda r: r.throughput, default=None)
+            judged = [(f"{case} {label}", deployed or best)]
+            if deployed is not None and best is not None and best is not deployed:
+                judged.append((f"{case} {label}, best variant", best))
+            for text, who in judged:
+                out += _throughput_goals(text, who, mm2, raw)
     for lat in latencies:
         if lat.variant.startswith("Mirrorflow"):
             out.append(Goal(f"{lat.case} {lat.variant}: p99 ≤ 1 s at half max", f"{lat.p99:.0f} ms", lat.p99 <= 1000))
@@ -239,6 +234,20 @@ def goals(runs: Sequence[Run], latencies: Sequence[Latency], big_record: str = "
             )
         )
     return out
+
+
+def _throughput_goals(text: str, who: Run | None, mm2: Run | None, raw: Run | None) -> list[Goal]:
+    vs_mm2 = ratio(who.throughput if who else None, mm2.throughput if mm2 else None)
+    vs_raw = ratio(who.throughput if who else None, raw.rate if raw else None)
+    name = who.variant if who else "-"
+    return [
+        Goal(
+            f"{text}: throughput ≥ 1.5 × MM2", f"{_fmt(vs_mm2)} × ({name})", None if vs_mm2 is None else vs_mm2 >= 1.5
+        ),
+        Goal(
+            f"{text}: throughput ≥ 0.7 × raw", f"{_fmt(vs_raw)} × ({name})", None if vs_raw is None else vs_raw >= 0.7
+        ),
+    ]
 
 
 def goal_rows(found: Sequence[Goal]) -> list[tuple[str, ...]]:

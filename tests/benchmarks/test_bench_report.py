@@ -106,6 +106,21 @@ def test_goals_judge_the_best_mirrorflow_variant_latency_and_rss() -> None:
     assert not any(g.startswith("100B") for g in found)
 
 
+def test_goals_judge_the_spark_copy_first_and_the_best_variant_beside_it() -> None:
+    runs = [
+        run("ProducerPerformance (JVM) -> target", report.RAW, 1.0),
+        run("MM2 dedicated, exactly-once", report.MM2, 3.0, eos=True),
+        run("Mirrorflow interval Spark local[*], exactly-once", report.MIRRORFLOW, 2.5, eos=True),
+        run("Mirrorflow interval in-process, exactly-once", report.MIRRORFLOW, 1.0, eos=True),
+    ]
+    found = {g.text: g for g in report.goals(runs, [])}
+    deployed = found["1KB x 8p exactly-once: throughput ≥ 1.5 × MM2"]
+    assert (deployed.met, deployed.measured) == (False, "1.20 × (Mirrorflow interval Spark local[*], exactly-once)")
+    best = found["1KB x 8p exactly-once, best variant: throughput ≥ 1.5 × MM2"]
+    assert (best.met, best.measured) == (True, "3.00 × (Mirrorflow interval in-process, exactly-once)")
+    assert found["1KB x 8p exactly-once: throughput ≥ 0.7 × raw"].met is False  # 0.4 of the raw rate
+
+
 def test_tables_render_every_row_aligned() -> None:
     header = ("a", "long header")
     body = [("x", "1"), ("yyyy", "22")]

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 from tests.kafka_helpers import create_topic
 
@@ -18,9 +18,11 @@ from mirrorflow.core.offset_map import OffsetMap, Segment, decode_segment, decod
 from mirrorflow.core.progress import Progress, decode_progress
 from mirrorflow.kafka.compacted_log import read_to_end
 from mirrorflow.kafka.topics import create_compacted_topic
+from mirrorflow.local.cluster import LocalClusters
 from mirrorflow.replication.copy_plan import SourcePartitions, plan_copy
 from mirrorflow.replication.copy_range import copy_range
 from mirrorflow.replication.copy_task import CopyTask
+from mirrorflow.replication.flow_cycle import run_control_plane
 
 # Records carry old timestamps; without this the brokers' time-based retention would delete them mid-test.
 KEEP_FOREVER = {"retention.ms": "-1"}
@@ -126,3 +128,36 @@ def translate_by_hand(pairs: list[tuple[int, int]], upstream: int, replicated_en
     """Where a group at `upstream` resumes downstream, from the (upstream, downstream) offsets of the copies:
     at the copy of the first record at or after it, else at the end of what was replicated."""
     return next((d for u, d in pairs if u >= upstream), replicated_end)
+
+
+def continuous_tasks(
+    write_config: Callable[..., MirrorConfig], topic: str, partitions: int, **keys: str
+) -> list[CopyTask]:
+    """Continuous tasks (300 s) copying `topic` to `A.<topic>`, with `A->B.<key> = <value>` per keyword, after the
+    control plane created the remote and internal topics."""
+    extra = "".join(f"A->B.{k} = {v}\n" for k, v in keys.items())
+    flow = write_config(f"A->B.enabled = true\nA->B.topics = {topic}\n{extra}").flow("A->B")
+    run_control_plane(flow)  # remote topic and internal topics, as the flow DAG's sync tasks create them
+    return plan_copy(flow, [SourcePartitions(topic, f"A.{topic}", partitions)], interval=False, run_seconds=300)
+
+
+def committed_count(clusters: LocalClusters, topic: str, partition: int) -> int:
+    """How many records of `topic`-`partition` on B a read_committed consumer sees."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": clusters.bootstrap("B"),
+            "group.id": "copy-group-check",
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+        }
+    )
+    consumer.assign([TopicPartition(topic, partition, 0)])
+    seen = 0
+    try:
+        while True:
+            m = consumer.poll(5)
+            if m is None or m.error() is not None:
+                return seen
+            seen += 1
+    finally:
+        consumer.close()

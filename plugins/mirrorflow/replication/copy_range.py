@@ -58,14 +58,20 @@ from mirrorflow.replication.metrics import PartitionMetrics
 
 log = logging.getLogger(__name__)
 
-# How long one read waits for a full batch of records. Interval copies are behind by design and fill reads
-# quickly; a continuous copy that has caught up waits the whole timeout for records that trickle in, which
-# adds to every record's latency, so it polls more often.
+# How long one read waits for a full batch of records (librdkafka returns early only when the batch is full).
+# Interval copies are behind by design and fill reads quickly; a continuous copy that has caught up would wait
+# the whole timeout for records that trickle in, adding it to every record's latency, so it polls often.
 READ_TIMEOUT_S = 0.1
-CAUGHT_UP_READ_TIMEOUT_S = 0.05
+CAUGHT_UP_READ_TIMEOUT_S = 0.01
+
+# Metrics snapshots and MM2's "latest position" offset sync go out at most this often (and when the run ends);
+# MM2 promotes its delayed syncs every offset.flush.interval.ms. A continuous copy that keeps up commits every
+# few tens of milliseconds, and a write to two more topics per commit would be most of the brokers' work.
+PUBLISH_INTERVAL_S = 1.0
 
 Stop = Callable[[], bool]
-"""Asked once per transaction: True ends the copy early (a sibling range in the same Spark task failed)."""
+"""Asked between transactions and while idle: True ends the copy early (a sibling range in the same Spark task
+failed)."""
 
 
 def copy_range(
@@ -147,6 +153,8 @@ def _copy(
         read_timeout = CAUGHT_UP_READ_TIMEOUT_S if continuous else READ_TIMEOUT_S
         consumed_to = start
         committed_to = start
+        next_publish = 0.0  # the first commit publishes at once
+        unpublished = False
 
         def ending() -> bool:
             """The run's time is up or a sibling range failed: checked between transactions and while idle."""
@@ -168,7 +176,8 @@ def _copy(
                 and batch.bytes < batch_bytes
                 and time.monotonic() < batch_deadline
             ):
-                messages = reader.read(min(batch_records - len(upstreams), 10000), read_timeout)
+                wanted = min(batch_records - len(upstreams), 10000)
+                messages = reader.read(wanted, read_timeout)
                 if not messages:
                     if began and continuous:
                         break  # nothing more to read: commit what is open instead of holding it
@@ -194,8 +203,10 @@ def _copy(
                         provenance=provenance,
                         dead_letter=dead_letter,
                     )
-                if continuous and messages[-1].error() is not None:
-                    break  # the read ended at the source's end (an end-of-partition event): caught up, commit
+                if continuous and (len(messages) < wanted or messages[-1].error() is not None):
+                    # Caught up: the read drained what the consumer had fetched (or hit the source's end), so
+                    # waiting longer would only hold these records back from read_committed consumers.
+                    break
             consumed_to = batch.consumed_to
             result.dropped += batch.dropped
             if not began and consumed_to == committed_to and not prune_pending:
@@ -257,14 +268,11 @@ def _copy(
                 # MM2's replication-latency-ms: now minus the record timestamp, at acknowledgement.
                 result.max_latency_ms = max(result.max_latency_ms, now_ms - batch.oldest_ts)
                 result.latency_sum_ms += now_ms * len(upstreams) - batch.ts_sum
-            syncs = held_syncs + offset_map.offset_syncs(lag, flush_latest=True)
+            due = time.monotonic() >= next_publish
+            if due:
+                next_publish = time.monotonic() + PUBLISH_INTERVAL_S
+            _send_syncs(syncs_writer, task, held_syncs + offset_map.offset_syncs(lag, flush_latest=due), result)
             held_syncs = []
-            if syncs_writer is not None and task.offset_syncs_topic is not None:
-                for up, down in syncs:
-                    sync = OffsetSync(task.topic, task.partition, up, down)
-                    syncs_writer.produce(task.offset_syncs_topic, 0, sync.record_key(), sync.record_value())
-                    result.offset_syncs += 1
-                syncs_writer.poll()
             if metrics is not None:
                 metrics[0].record_batch(
                     records=len(upstreams),
@@ -276,12 +284,17 @@ def _copy(
                     acked_ms=now_ms,
                     next_upstream=consumed_to,
                 )
-                snapshot = metrics[0].snapshot()
-                metrics[1].publish(snapshot.key(), snapshot.encode())
+                unpublished = not due
+                if due:
+                    _publish(metrics)
             if on_batch is not None:
                 on_batch(result)
+        # The run ends: the newest position gets its offset sync and the metrics their last snapshot.
+        _send_syncs(syncs_writer, task, held_syncs + offset_map.offset_syncs(lag, flush_latest=True), result)
         if syncs_writer is not None:
             syncs_writer.flush()
+        if metrics is not None and unpublished:
+            _publish(metrics)
         if chain is not None and (result.filtered or result.dead_lettered):
             log.info(
                 "flow %s: %s-%s: transforms dropped %d record(s), dead-lettered %d",
@@ -303,3 +316,19 @@ def _copy(
             syncs_writer.close()
         if metrics is not None:
             metrics[1].close()
+
+
+def _send_syncs(writer: TargetWriter | None, task: CopyTask, syncs: list[tuple[int, int]], result: CopyResult) -> None:
+    """MM2 offset syncs of committed records, fire-and-forget like MM2's (flushed when the run ends)."""
+    if writer is None or task.offset_syncs_topic is None:
+        return
+    for up, down in syncs:
+        sync = OffsetSync(task.topic, task.partition, up, down)
+        writer.produce(task.offset_syncs_topic, 0, sync.record_key(), sync.record_value())
+        result.offset_syncs += 1
+    writer.poll()
+
+
+def _publish(metrics: tuple[PartitionMetrics, MetricsPublisher]) -> None:
+    snapshot = metrics[0].snapshot()
+    metrics[1].publish(snapshot.key(), snapshot.encode())

@@ -1,0 +1,115 @@
+"""Continuous copies on real brokers: a caught-up range commits at once instead of holding records for the
+transaction limit, and its many small commits do not each write a metrics snapshot and an offset sync."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import replace
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from tests.replication.conftest import WriteConfig
+from tests.replication.helpers import committed_count, continuous_tasks
+
+from mirrorflow.core.offset_sync import OffsetSync
+from mirrorflow.kafka.compacted_log import read_to_end
+from mirrorflow.kafka.metrics_store import read_snapshots
+from mirrorflow.local.cluster import LocalClusters
+from mirrorflow.replication.copy_range import PUBLISH_INTERVAL_S, copy_range
+from mirrorflow.replication.copy_task import CopyResult
+from mirrorflow.replication.metrics import Snapshot, snapshot_key
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.mark.timeout(300)
+def test_a_caught_up_continuous_copy_commits_without_waiting_for_the_transaction_limit(
+    kafka_clusters: LocalClusters,
+    kafka_admin: Callable[..., AdminClient],
+    kafka_producer: Callable[..., Producer],
+    unique_topic: Callable[..., str],
+    write_config: WriteConfig,
+) -> None:
+    topic = unique_topic("caughtup")
+    kafka_admin("A").create_topics([NewTopic(topic, 1, 1)])[topic].result()
+    # A transaction could stay open for ten minutes: only the caught-up rule can make the records visible soon.
+    (task,) = continuous_tasks(write_config, topic, 1, **{"mirrorflow.copy.transaction.max.ms": "600000"})
+    assert task.batch_ms == 600000
+    stop = threading.Event()
+    commits: list[CopyResult] = []
+    outcome: list[CopyResult | BaseException] = []
+
+    def run() -> None:
+        try:
+            outcome.append(copy_range(task, on_batch=lambda r: commits.append(replace(r)), stop=stop.is_set))
+        except BaseException as err:
+            outcome.append(err)
+
+    copier = threading.Thread(target=run)
+    copier.start()
+    try:
+        producer = kafka_producer("A")
+        for i in range(5):
+            producer.produce(topic, key=b"k%d" % i, value=b"v", partition=0)
+        assert producer.flush(30) == 0
+        deadline = time.monotonic() + 60
+        while committed_count(kafka_clusters, f"A.{topic}", 0) < 5:
+            assert time.monotonic() < deadline, "records still uncommitted a minute after they were read"
+            assert not outcome, f"the copy ended early: {outcome}"
+    finally:
+        stop.set()
+        copier.join(60)
+    assert not copier.is_alive(), "the copy did not stop when asked"
+    (result,) = outcome
+    assert isinstance(result, CopyResult)
+    assert result.records == 5 and result.next_upstream == 5
+    assert commits and commits[-1].records == 5
+
+
+@pytest.mark.timeout(300)
+def test_small_commits_share_offset_syncs_and_metrics_and_the_last_position_is_synced(
+    kafka_clusters: LocalClusters,
+    kafka_admin: Callable[..., AdminClient],
+    kafka_producer: Callable[..., Producer],
+    unique_topic: Callable[..., str],
+    write_config: WriteConfig,
+) -> None:
+    topic = unique_topic("trickle")
+    kafka_admin("A").create_topics([NewTopic(topic, 1, 1)])[topic].result()
+    # At-least-once: no commit markers, so the records form one segment and only the lag rule and the "latest
+    # position" sync add syncs (exactly-once starts a segment, with its sync, after every commit marker).
+    (task,) = continuous_tasks(write_config, topic, 1, **{"mirrorflow.delivery": "at-least-once"})
+    task = replace(task, run_seconds=PUBLISH_INTERVAL_S * 6)
+    outcome: list[CopyResult] = []
+    copier = threading.Thread(target=lambda: outcome.append(copy_range(task)))
+    copier.start()
+    producer = kafka_producer("A")
+    sent = 0
+    started = time.monotonic()
+    while time.monotonic() - started < PUBLISH_INTERVAL_S * 3:  # one record every 50 ms: a commit each
+        producer.produce(topic, key=b"k%d" % sent, value=b"v", partition=0)
+        producer.flush(10)
+        sent += 1
+        time.sleep(0.05)
+    copier.join(120)
+    (result,) = outcome
+    assert result.records == sent
+    # Caught up after nearly every record: many commits (flushes here), but syncs and snapshots about once a second.
+    assert result.transactions >= sent // 3, result
+    assert task.offset_syncs_topic is not None and task.metrics_topic is not None
+    syncs = [
+        OffsetSync.from_record(key, value)
+        for _p, _o, key, value, _ts in read_to_end(
+            "A", task.offset_syncs_producer, task.offset_syncs_topic, read_committed=False, timeout_s=30
+        )
+    ]
+    ours = [(s.upstream_offset, s.downstream_offset) for s in syncs if (s.topic, s.partition) == (topic, 0)]
+    assert len(ours) == result.offset_syncs
+    assert 2 <= len(ours) <= 3 + 6 + 1, ours  # first record, ~1/s while copying, the last position at the end
+    assert ours[0] == (0, 0) and ours[-1] == (sent - 1, sent - 1)
+    stored = read_snapshots("B", task.target_consumer, task.metrics_topic, timeout_s=30)
+    last = Snapshot.decode(stored[snapshot_key(task.remote_topic, 0)])
+    assert last.values["record-count"] == sent  # the final snapshot holds every record
