@@ -101,6 +101,11 @@ bench: setup
 bench-quick: setup
 	$(PY) benchmarks/bench_all.py --quick --out build/bench-quick $(BENCH_ARGS)
 
+# Latency of the continuous copy against offered load, beside the host's floor (no replicator) at each load.
+.PHONY: bench-latency
+bench-latency: setup
+	$(PY) benchmarks/bench_latency_sweep.py $(BENCH_ARGS)
+
 # The real `airflow standalone` over local clusters; the UI stays up until Ctrl-C (docs/airflow.md).
 airflow: setup
 	$(PY) -m mirrorflow.cli.airflow_local

@@ -33,7 +33,7 @@ from confluent_kafka.admin import NewTopic
 
 import report
 from bench_airflow import airflow_overhead
-from bench_latency import latency_mirrorflow, latency_mm2
+from bench_latency import latency_floor, latency_mirrorflow, latency_mm2
 from bench_mirrorflow import SparkBench, copy_in_process, spark_submit_overhead, write_config
 from bench_mm2 import run_mm2
 from bench_raw import bare_loop, producer_performance
@@ -343,6 +343,7 @@ def measure_latencies(
         )
         for eos in (True, False)
     ]
+    jobs.append(("no replicator", partial(latency_floor, source, case, f"lf{index}", rate, plan.latency_seconds)))
     if plan.mm2:
         for eos in (False, True) if plan.mm2_latency_eos else (False,):
             jobs.append(

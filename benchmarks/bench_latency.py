@@ -162,6 +162,24 @@ def measure(
     return Latency(case.name, name, rate, achieved, steady_samples(samples))
 
 
+def latency_floor(source: str, case: Case, alias: str, rate: float, seconds: float) -> Latency:
+    """No replicator: the same producer and the same read_committed consumer on one source topic. What is left is
+    the host's own floor (produce, broker, fetch) at this load, which every replicator's figure includes twice."""
+    topic = f"lat-{alias}-{case.topic}"
+    create_topics(source, [NewTopic(topic, case.partitions, 1, config=KEEP)])
+    return measure(
+        "no replicator (producer -> source -> consumer)",
+        case,
+        source,
+        source,
+        topic,
+        topic,
+        rate,
+        seconds,
+        lambda: None,
+    )
+
+
 def latency_mirrorflow(
     config: Path, source: str, target: str, case: Case, alias: str, rate: float, seconds: float, *, eos: bool = True
 ) -> Latency:

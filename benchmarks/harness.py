@@ -106,11 +106,12 @@ def produce_source(bootstrap: str, case: Case) -> None:
     now = int(time.time() * 1000)
     produce, parts = producer.produce, case.partitions
     for i in range(case.records):
-        try:
-            produce(case.topic, payload, b"k%d" % i, i % parts, timestamp=now)
-        except BufferError:
-            producer.poll(0.05)
-            produce(case.topic, payload, b"k%d" % i, i % parts, timestamp=now)
+        while True:
+            try:
+                produce(case.topic, payload, b"k%d" % i, i % parts, timestamp=now)
+                break
+            except BufferError:  # the local queue is full (1 GB of 1 KB records and more): let it drain
+                producer.poll(0.05)
     if producer.flush(120) != 0:
         raise RuntimeError(f"producing {case.topic}: records unacknowledged")
 

@@ -1,4 +1,4 @@
-"""How copy ranges are grouped into Spark tasks (pure logic)."""
+"""How copy ranges are grouped into Spark tasks and share a task's buffer budget (pure logic)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,13 @@ from dataclasses import replace
 
 import pytest
 
+from mirrorflow.kafka.transfer import READER_DEFAULTS, WRITER_DEFAULTS, tuned
+from mirrorflow.replication import copy_group
+from mirrorflow.replication.copy_group import TASK_MEMORY_BYTES
 from mirrorflow.replication.copy_plan import spread
-from mirrorflow.replication.copy_task import CopyTask
+from mirrorflow.replication.copy_task import CopyTask, buffer_settings
+
+MIB = 1024 * 1024
 
 BASE = CopyTask(
     flow="A->B",
@@ -59,3 +64,41 @@ def test_every_range_lands_in_exactly_one_group(n: int) -> None:
     groups = spread(ranges(n), slots=3, most_per_task=2)
     assert sorted(t.partition for g in groups for t in g) == list(range(n))
     assert all(groups)
+
+
+def test_a_single_range_keeps_the_full_buffers() -> None:
+    batch_bytes, reader, writer = buffer_settings(BASE)
+    assert batch_bytes == 64 * MIB
+    assert reader == {"queued.max.messages.kbytes": 64 * 1024}  # librdkafka's own default
+    assert writer == {"queue.buffering.max.kbytes": 128 * 1024}
+
+
+def test_ranges_sharing_a_task_share_its_buffer_budget() -> None:
+    batch_bytes, reader, writer = buffer_settings(replace(BASE, memory_bytes=TASK_MEMORY_BYTES // 8))
+    assert batch_bytes == 8 * MIB
+    assert reader["queued.max.messages.kbytes"] * 1024 + batch_bytes + writer["queue.buffering.max.kbytes"] * 1024 == (
+        TASK_MEMORY_BYTES // 8
+    )
+    # a smaller configured transaction stays smaller
+    assert buffer_settings(replace(BASE, memory_bytes=TASK_MEMORY_BYTES // 8, batch_bytes=MIB))[0] == MIB
+
+
+def test_operator_settings_win_over_the_buffer_budget() -> None:
+    _, reader, writer = buffer_settings(replace(BASE, memory_bytes=TASK_MEMORY_BYTES // 8))
+    conf = {"queued.max.messages.kbytes": "2048", "queue.buffering.max.kbytes": "4096"}
+    assert "queued.max.messages.kbytes" not in tuned(conf, {**READER_DEFAULTS, **reader})
+    assert "queue.buffering.max.kbytes" not in tuned(conf, {**WRITER_DEFAULTS, **writer})
+
+
+def test_copy_ranges_divides_the_task_budget_among_its_ranges(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[int] = []
+
+    def fake_copy_range(task: CopyTask, **_: object) -> None:
+        seen.append(task.memory_bytes)
+
+    monkeypatch.setattr(copy_group, "copy_range", fake_copy_range)
+    copy_group.copy_ranges(ranges(4))
+    assert seen == [TASK_MEMORY_BYTES // 4] * 4
+    seen.clear()
+    copy_group.copy_ranges(ranges(1))
+    assert seen == [BASE.memory_bytes]

@@ -99,6 +99,7 @@ class PartitionReader:
         *,
         read_committed: bool,
         fetch_overrides: Mapping[str, str | int] | None = None,
+        tuning: Mapping[str, str | int] | None = None,
     ) -> None:
         self.cluster, self.topic, self.partition = cluster, topic, partition
         settings: dict[str, str | int | bool] = {
@@ -107,7 +108,7 @@ class PartitionReader:
             "auto.offset.reset": "error",
             **(fetch_overrides or {}),
         }
-        settings = {**tuned(conf, READER_DEFAULTS), **settings}
+        settings = {**tuned(conf, {**READER_DEFAULTS, **(tuning or {})}), **settings}
         self._consumer: Consumer = make_consumer(conf, **settings)
         self._consumer.assign([TopicPartition(topic, partition, start)])
 
@@ -149,12 +150,13 @@ class TargetWriter:
         transactional_id: str | None,
         timeout_s: float,
         overrides: Mapping[str, str | int] | None = None,
+        tuning: Mapping[str, str | int] | None = None,
     ) -> None:
         self.cluster = cluster
         self.timeout_s = timeout_s
         self.transactional = transactional_id is not None
         settings: dict[str, str | int | bool] = {
-            **tuned(conf, WRITER_DEFAULTS),
+            **tuned(conf, {**WRITER_DEFAULTS, **(tuning or {})}),
             "enable.idempotence": True,
             "acks": "all",
             **(overrides or {}),

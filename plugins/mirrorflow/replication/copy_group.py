@@ -13,13 +13,21 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 from mirrorflow.replication.copy_range import copy_range
 from mirrorflow.replication.copy_task import CopyResult, CopyTask
 
+TASK_MEMORY_BYTES = 256 * 1024 * 1024
+"""The buffers of one Spark task, shared by its ranges: with Python and the records in flight a task stays within
+the 512 MB a copy task may use however many partitions it copies (docs/benchmarks.md measures it)."""
+MIN_RANGE_MEMORY_BYTES = 16 * 1024 * 1024
+
 
 def copy_ranges(tasks: Sequence[CopyTask]) -> list[CopyResult]:
     """Copy every range concurrently; the results in the order of `tasks`, or the first failure raised."""
+    share = max(TASK_MEMORY_BYTES // max(len(tasks), 1), MIN_RANGE_MEMORY_BYTES)
+    tasks = [replace(task, memory_bytes=min(task.memory_bytes, share)) for task in tasks]
     if len(tasks) == 1:
         return [copy_range(tasks[0])]
     failed = threading.Event()

@@ -53,7 +53,7 @@ from mirrorflow.replication.copy_setup import (
     start_metrics,
     start_transforms,
 )
-from mirrorflow.replication.copy_task import CopyResult, CopyTask
+from mirrorflow.replication.copy_task import CopyResult, CopyTask, buffer_settings
 from mirrorflow.replication.metrics import PartitionMetrics
 
 log = logging.getLogger(__name__)
@@ -89,6 +89,7 @@ def copy_range(
             task.target_producer,
             transactional_id=task.transactional_id if task.exactly_once else None,
             timeout_s=task.timeout_s,
+            tuning=buffer_settings(task)[2],
         )
         try:
             stored_progress = pool.submit(load_progress, task)
@@ -144,10 +145,11 @@ def _copy(
             task.partition,
             start,
             read_committed=task.exactly_once,
+            tuning=buffer_settings(task)[1],
         )
         provenance = (task.source, task.target) if task.provenance else None
         chain, dead_letter = start_transforms(task)
-        end, batch_records, batch_bytes = task.end, task.batch_records, task.batch_bytes
+        end, batch_records, batch_bytes = task.end, task.batch_records, buffer_settings(task)[0]
         deadline = None if task.run_seconds is None else time.monotonic() + task.run_seconds
         continuous = end is None
         read_timeout = CAUGHT_UP_READ_TIMEOUT_S if continuous else READ_TIMEOUT_S

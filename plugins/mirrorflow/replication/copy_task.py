@@ -36,6 +36,8 @@ class CopyTask:
     batch_records: int = 50000
     batch_ms: int = 500  # the longest a transaction stays open (`mirrorflow.copy.transaction.max.ms`)
     batch_bytes: int = 64 * 1024 * 1024  # value bytes a transaction may hold, bounding a task's memory
+    # The buffers of this range (see `buffer_settings`); `copy_ranges` divides a Spark task's budget among its ranges.
+    memory_bytes: int = 256 * 1024 * 1024
     metrics_topic: str | None = None  # MM2's per-partition metrics go here (best-effort); None: not recorded
     metrics_replication_factor: int = 1
     transforms: ChainSpec | None = None  # None (or no transforms): records are copied as read
@@ -43,6 +45,18 @@ class CopyTask:
     target_producer: Mapping[str, str] = field(default_factory=dict, repr=False)
     target_consumer: Mapping[str, str] = field(default_factory=dict, repr=False)
     offset_syncs_producer: Mapping[str, str] = field(default_factory=dict, repr=False)
+
+
+def buffer_settings(task: CopyTask) -> tuple[int, dict[str, int], dict[str, int]]:
+    """How `task.memory_bytes` is spent: (value bytes per transaction, reader tuning, writer tuning). A quarter
+    each for the consumer's prefetch queue and the open transaction's values, half for the producer's records not
+    yet acknowledged. The operator's own `<alias>.consumer.*`/`producer.*` settings of these keys still win."""
+    quarter_kib = max(task.memory_bytes // 4 // 1024, 1024)
+    return (
+        min(task.batch_bytes, quarter_kib * 1024),
+        {"queued.max.messages.kbytes": quarter_kib},
+        {"queue.buffering.max.kbytes": 2 * quarter_kib},
+    )
 
 
 @dataclass
