@@ -10,7 +10,8 @@ from dataclasses import replace
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
+from tests.kafka_helpers import create_topic
 from tests.replication.conftest import WriteConfig
 from tests.replication.helpers import committed_count, continuous_tasks
 
@@ -34,7 +35,7 @@ def test_a_caught_up_continuous_copy_commits_without_waiting_for_the_transaction
     write_config: WriteConfig,
 ) -> None:
     topic = unique_topic("caughtup")
-    kafka_admin("A").create_topics([NewTopic(topic, 1, 1)])[topic].result()
+    create_topic(kafka_admin("A"), topic, 1)
     # A transaction could stay open for ten minutes: only the caught-up rule can make the records visible soon.
     (task,) = continuous_tasks(write_config, topic, 1, **{"mirrorflow.copy.transaction.max.ms": "600000"})
     assert task.batch_ms == 600000
@@ -78,7 +79,7 @@ def test_small_commits_share_offset_syncs_and_metrics_and_the_last_position_is_s
     write_config: WriteConfig,
 ) -> None:
     topic = unique_topic("trickle")
-    kafka_admin("A").create_topics([NewTopic(topic, 1, 1)])[topic].result()
+    create_topic(kafka_admin("A"), topic, 1)
     # At-least-once: no commit markers, so the records form one segment and only the lag rule and the "latest
     # position" sync add syncs (exactly-once starts a segment, with its sync, after every commit marker).
     (task,) = continuous_tasks(write_config, topic, 1, **{"mirrorflow.delivery": "at-least-once"})

@@ -8,7 +8,8 @@ from dataclasses import replace
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
+from tests.kafka_helpers import create_topic
 from tests.replication.conftest import WriteConfig
 from tests.replication.helpers import continuous_tasks
 
@@ -27,7 +28,7 @@ def test_a_failing_range_stops_its_siblings_and_fails_the_group(
     write_config: WriteConfig,
 ) -> None:
     topic = unique_topic("group")
-    kafka_admin("A").create_topics([NewTopic(topic, 2, 1)])[topic].result()
+    create_topic(kafka_admin("A"), topic, 2)
     producer = kafka_producer("A")
     for i in range(100):
         producer.produce(topic, key=b"k%d" % i, value=b"v", partition=i % 2)
