@@ -1,4 +1,4 @@
-"""`mirrorflow translate`: the JSON contract of DESIGN §6 from checkpoints and live, bulk output, and clear
+"""`mirrorflow translate`: the JSON contract of docs/design.md §6 from checkpoints and live, bulk output, and clear
 errors (exit 2 for a bad alias or option, 1 for an unreachable cluster)."""
 
 from __future__ import annotations

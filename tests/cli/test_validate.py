@@ -1,4 +1,4 @@
-"""`mirrorflow validate`: the JSON contract of DESIGN §6, human output, exit code 2 on errors, no secrets."""
+"""`mirrorflow validate`: the JSON contract of docs/design.md §6, human output, exit code 2 on errors, no secrets."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Reading mm2.properties like java.util.Properties, with the line of every key (MM2-FACTS §1.0)."""
+"""Reading mm2.properties like java.util.Properties, with the line of every key (docs/mm2-reference.md §1.0)."""
 
 from __future__ import annotations
 

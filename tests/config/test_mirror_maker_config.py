@@ -1,4 +1,5 @@
-"""MM2's precedence rules, ported from MirrorMakerConfigTest and MirrorConnectorConfigTest (MM2-FACTS §9)."""
+"""MM2's precedence rules, ported from MirrorMakerConfigTest and MirrorConnectorConfigTest
+(docs/mm2-reference.md §9)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`Checkpoint` records (MM2-FACTS §2.4) and MirrorCheckpointTask's "more recent" emission rule (§5.4)."""
+"""`Checkpoint` records (docs/mm2-reference.md §2.4) and MirrorCheckpointTask's "more recent" emission rule (§5.4)."""
 
 from __future__ import annotations
 

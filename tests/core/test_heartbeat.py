@@ -1,4 +1,4 @@
-"""`Heartbeat` records, byte-compatible with MM2 (MM2-FACTS §2.3); HeartbeatTest.testSerde."""
+"""`Heartbeat` records, byte-compatible with MM2 (docs/mm2-reference.md §2.3); HeartbeatTest.testSerde."""
 
 from __future__ import annotations
 

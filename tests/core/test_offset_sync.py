@@ -1,4 +1,4 @@
-"""`OffsetSync` records, byte-compatible with MM2 (MM2-FACTS §2.5); OffsetSyncTest.testSerde."""
+"""`OffsetSync` records, byte-compatible with MM2 (docs/mm2-reference.md §2.5); OffsetSyncTest.testSerde."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Origin headers (DESIGN §1.6): identity flows A->B and B->A must not send a record back where it began."""
+"""Origin headers (docs/design.md §1.6): identity flows A->B and B->A must not send a record back where it began."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""ReplicationPolicy (MM2-FACTS §3, as in the pinned Kafka 4.3.1): ReplicationPolicyTest, MirrorClientTest
+"""ReplicationPolicy (docs/mm2-reference.md §3, as in the pinned Kafka 4.3.1): ReplicationPolicyTest, MirrorClientTest
 identity cases, MirrorSourceConfigTest.testOffsetSyncsTopic, and loading `replication.policy.class`."""
 
 from __future__ import annotations

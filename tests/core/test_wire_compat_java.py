@@ -86,7 +86,7 @@ def java(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mm2Java]:
     mm2.close()
 
 
-# ---- wire formats: MM2-FACTS §2 examples, encoded by Java ----
+# ---- wire formats: docs/mm2-reference.md §2 examples, encoded by Java ----
 
 
 def test_java_encodes_the_documented_examples_as_we_do(java: Mm2Java) -> None:

@@ -12,7 +12,7 @@ from mirrorflow.core.offset_map import OffsetMap
 
 
 def mm2_translate(sync_upstream: int, sync_downstream: int, committed: int) -> int:
-    """MM2-FACTS §5.3: `s.down + (0 if U == s.up else 1)` for the latest sync with s.up <= U."""
+    """docs/mm2-reference.md §5.3: `s.down + (0 if U == s.up else 1)` for the latest sync with s.up <= U."""
     return sync_downstream + (0 if committed == sync_upstream else 1)
 
 

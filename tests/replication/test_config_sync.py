@@ -1,5 +1,5 @@
 """MM2's `targetConfig` and incremental config sync (MirrorSourceConnectorTest.testConfigPropertyFiltering*,
-testNewTopicConfigs; MM2-FACTS §4.3), over described configs as the broker reports them."""
+testNewTopicConfigs; docs/mm2-reference.md §4.3), over described configs as the broker reports them."""
 
 from __future__ import annotations
 

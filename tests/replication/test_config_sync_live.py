@@ -1,5 +1,5 @@
 """Topic config sync on real brokers: MM2's testSyncTopicConfigs, testReplicateTargetDefault and
-testReplicateSourceDefault (MM2-FACTS §9), through the flow's loaded config."""
+testReplicateSourceDefault (docs/mm2-reference.md §9), through the flow's loaded config."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Names, clusters and replication factors of a flow's internal topics (MM2-FACTS §2.1 + Mirrorflow's own)."""
+"""Names, clusters and replication factors of a flow's internal topics (docs/mm2-reference.md §2.1 + Mirrorflow's
+own)."""
 
 from __future__ import annotations
 

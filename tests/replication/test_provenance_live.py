@@ -1,5 +1,5 @@
 """Active/active with identity topic names: names cannot show where a record came from, so the provenance header
-does. Copying both ways, round after round, must converge and never loop (DESIGN §1.6)."""
+does. Copying both ways, round after round, must converge and never loop (docs/design.md §1.6)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The failover and failback runbooks (DESIGN §4) as manual DAGs: `mirrorflow_failover`, `mirrorflow_failback`.
+"""The failover and failback runbooks (docs/design.md §4) as manual DAGs: `mirrorflow_failover`, `mirrorflow_failback`.
 
 `dags/mirrorflow_failover.py` is one call: `register_failover_dags(globals())`, reading the same config as the
 flow DAGs (`MIRRORFLOW_CONFIG`). The trigger form is the Params below; Airflow validates it on trigger.
@@ -108,7 +108,7 @@ def build_runbook_dag(direction: str, config_path: str, aliases: list[str], repo
         auto_register=False,
         params=runbook_params(aliases),
         tags=["mirrorflow", "mirrorflow:runbook"],
-        description=f"Mirrorflow {direction} runbook (DESIGN §4): trigger with the form; dry run by default",
+        description=f"Mirrorflow {direction} runbook (docs/design.md §4): trigger with the form; dry run by default",
         dag_display_name=f"mirrorflow {direction}",
         doc_md=_doc(direction, config_path),
         default_args={"owner": "mirrorflow", "retries": 0},

@@ -1,5 +1,5 @@
 """`mirrorflow audit CONFIG --flow A->B [--topics REGEX] [--json]`: compare a flow's source and remote topics
-record by record (DESIGN §6). Exit 0 when clean, 1 when records are lost, duplicated, misplaced, out of order
+record by record (docs/design.md §6). Exit 0 when clean, 1 when records are lost, duplicated, misplaced, out of order
 or unexpected, 2 for a bad config or option. Reads only.
 """
 

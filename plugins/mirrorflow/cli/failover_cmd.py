@@ -1,4 +1,4 @@
-"""`mirrorflow failover|failback CONFIG --primary A --dr B [options]`: the runbook of DESIGN §4 from the shell.
+"""`mirrorflow failover|failback CONFIG --primary A --dr B [options]`: the runbook of docs/design.md §4 from the shell.
 
 Exit codes: 0 done (or dry run planned), 1 a step refused or failed (the reason is printed; a re-run resumes at
 that step), 2 bad input (nothing done). `--json` prints the report on stdout in every case where one exists.

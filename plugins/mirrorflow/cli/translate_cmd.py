@@ -1,5 +1,5 @@
 """`mirrorflow translate CONFIG (--group G | --groups REGEX) --source A --target B [--live] [--json]`: where a
-source consumer group resumes on the target cluster (the RemoteClusterUtils role, DESIGN §6).
+source consumer group resumes on the target cluster (the RemoteClusterUtils role, docs/design.md §6).
 
 Without `--live` the target's checkpoints are read (as Java's `RemoteClusterUtils.translateOffsets` does);
 with `--live` the flow's offset maps are applied to the group's current offsets on the source. `--json` prints

@@ -59,7 +59,7 @@ def validate(
 
 
 def as_document(loaded: MirrorConfig) -> dict[str, Any]:
-    """The stable `validate --json` document (DESIGN §6); secrets appear as `***`."""
+    """The stable `validate --json` document (docs/design.md §6); secrets appear as `***`."""
     flows: list[dict[str, Any]] = []
     for f in loaded.flows:
         flows.append({"source": f.source, "target": f.target, "settings": f.effective_settings()})

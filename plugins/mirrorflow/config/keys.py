@@ -2,7 +2,7 @@
 
 `implemented` keys change what Mirrorflow does; `ignored` keys are accepted (MM2 defines them) but have no
 effect here, and `mirrorflow validate` lists them. The connector keys form MM2's `allConfigNames()` union,
-which decides which top-level keys reach a flow (MM2-FACTS §1.7 step 1).
+which decides which top-level keys reach a flow (docs/mm2-reference.md §1.7 step 1).
 """
 
 from __future__ import annotations

@@ -1,8 +1,12 @@
 """The loaded configuration: immutable, JSON-serialisable models handed to every other layer.
 
-A `Flow` carries everything one `source->target` replication needs, already composed with MM2's precedence,
-so it can be shipped as JSON to an Airflow task or a Spark executor (`to_json(reveal_secrets=True)` there, and
-`Flow.from_json` on arrival). Everywhere else secrets stay masked: `model_dump(mode="json")` shows `***`.
+A `Flow` carries everything one `source->target` replication needs, already composed with MM2's precedence.
+No Flow crosses a process boundary: each Airflow task gets the config path, flow name and `--clusters` subset
+and loads the flow again; the Spark driver loads the file too (Airflow connection credentials come in the
+`MIRRORFLOW_CLUSTER_SETTINGS` environment variable); executors receive `CopyTask`s, plain dataclasses Spark
+pickles, built by `replication.copy_plan.plan_copy` with revealed client settings. `to_json(reveal_secrets=True)`
+and `Flow.from_json` round-trip a Flow (tests use them); otherwise secrets stay masked:
+`model_dump(mode="json")` shows `***`.
 """
 
 from __future__ import annotations
@@ -204,7 +208,7 @@ class Flow(BaseModel):
         }
 
     def to_json(self, reveal_secrets: bool = False) -> str:
-        """JSON for shipping to a worker; with `reveal_secrets` the receiver can build real clients."""
+        """The Flow as JSON (secrets as `***`); with `reveal_secrets` a `from_json` copy can build real clients."""
         return self.model_dump_json(context={"reveal_secrets": reveal_secrets})
 
     @classmethod

@@ -1,4 +1,4 @@
-"""MM2's precedence rules, as plain dictionary composition (MM2-FACTS §1.7).
+"""MM2's precedence rules, as plain dictionary composition (docs/mm2-reference.md §1.7).
 
 Every composed entry remembers the raw key it came from, so a bad value found after composition (a top-level
 `sync.topic.acls.enabled = maybe` reaching six flows) is reported once, on the line that wrote it.

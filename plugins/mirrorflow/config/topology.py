@@ -1,4 +1,4 @@
-"""Loops in the flow graph (DESIGN §1.6): a cycle of identity-named flows would copy records round forever.
+"""Loops in the flow graph (docs/design.md §1.6): a cycle of identity-named flows would copy records round forever.
 
 With DefaultReplicationPolicy a record's path is in the topic name (`A.B.orders`) and MM2 refuses cycles by
 name. IdentityReplicationPolicy keeps names, so nothing stops `A->B->A` from copying the same records back:

@@ -1,10 +1,10 @@
 """MM2's `Checkpoint` record (connect-mirror-client `Checkpoint`), in `<source>.checkpoints.internal`.
 
-Format (MM2-FACTS §2.4), byte-compatible with MM2 and Java's `RemoteClusterUtils.translateOffsets`:
+Format (docs/mm2-reference.md §2.4), byte-compatible with MM2 and Java's `RemoteClusterUtils.translateOffsets`:
 * key:   group STRING, topic STRING (the *downstream*, renamed topic), partition INT32
 * value: version INT16 (= 0), upstreamOffset INT64, offset INT64 (downstream), metadata STRING
 
-Emission rule (`MirrorCheckpointTask.checkpointIsMoreRecent`, MM2-FACTS §5.4), per (group, downstream
+Emission rule (`MirrorCheckpointTask.checkpointIsMoreRecent`, docs/mm2-reference.md §5.4), per (group, downstream
 partition): a checkpoint is emitted if there is none yet, if the group rewound upstream
 (`new.upstream < last.upstream`), or if it moves the downstream offset forward (`new.downstream >
 last.downstream`). Otherwise it is dropped, so a coarser translation never rewinds a consumer on failover.

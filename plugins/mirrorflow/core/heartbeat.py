@@ -1,6 +1,6 @@
 """MM2's `Heartbeat` record (connect-mirror-client `Heartbeat`), written to the `heartbeats` topic.
 
-Format (MM2-FACTS §2.3), byte-compatible with MM2:
+Format (docs/mm2-reference.md §2.3), byte-compatible with MM2:
 * key:   sourceClusterAlias STRING, targetClusterAlias STRING
 * value: version INT16 (= 0), then timestamp INT64 (epoch milliseconds)
 Downstream clusters learn their upstream topology from the replicated copies of these records' topic

@@ -1,4 +1,4 @@
-"""MM2's `MirrorClient` / `RemoteClusterUtils` logic over a cluster's topic names (MM2-FACTS §7).
+"""MM2's `MirrorClient` / `RemoteClusterUtils` logic over a cluster's topic names (docs/mm2-reference.md §7).
 
 The Kafka calls (listing topics, reading checkpoints) live in `mirrorflow.kafka`; this is what MM2 computes
 from the names:

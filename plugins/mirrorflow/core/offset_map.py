@@ -1,7 +1,7 @@
-"""The exact upstream→downstream offset map of one copied partition (DESIGN §1.5).
+"""The exact upstream→downstream offset map of one copied partition (docs/design.md §1.5).
 
 MM2 remembers a sparse history of offset syncs and answers `sync.down + 1`, so a consumer that fails over
-re-reads up to `offset.lag.max` records (MM2-FACTS §5.3). We keep every contiguous run that was copied and
+re-reads up to `offset.lag.max` records (docs/mm2-reference.md §5.3). We keep every contiguous run that was copied and
 answer exactly: 0 re-reads, 0 skips. One `OffsetMap` per source topic-partition.
 
 Terms:
@@ -476,7 +476,7 @@ class OffsetMap:
     def offset_syncs(self, offset_lag_max: int, *, flush_latest: bool = False) -> list[tuple[int, int]]:
         """MM2 offset syncs (upstream, downstream) for records recorded since the previous call.
 
-        MM2-FACTS §4.6 adapted to runs: a sync at every segment start (covers MM2's upstream-gap and
+        docs/mm2-reference.md §4.6 adapted to runs: a sync at every segment start (covers MM2's upstream-gap and
         first-record rules, and downstream gaps too) and then whenever the downstream offset reaches
         last sync + 1 + offset.lag.max. `flush_latest=True` also syncs the newest record, as MM2 does with
         its delayed syncs every offset.flush.interval.ms. Every sync is a real copied pair, so MM2's

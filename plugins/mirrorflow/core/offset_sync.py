@@ -1,6 +1,6 @@
 """MM2's `OffsetSync` record (connect-mirror `OffsetSync`), in `mm2-offset-syncs.<alias>.internal`.
 
-Format (MM2-FACTS §2.5), byte-compatible with MM2; unlike heartbeats and checkpoints, no version header:
+Format (docs/mm2-reference.md §2.5), byte-compatible with MM2; unlike heartbeats and checkpoints, no version header:
 * key:   topic STRING (the *upstream* topic, not renamed), partition INT32
 * value: upstreamOffset INT64, offset INT64 (downstream offset of the same record)
 """

@@ -1,6 +1,6 @@
 r"""MM2's LIST values and include/exclude regexes (ConfigDef LIST parsing, `MirrorUtils.compilePatternList`).
 
-Rules, as MM2 applies them (MM2-FACTS §1.6):
+Rules, as MM2 applies them (docs/mm2-reference.md §1.6):
 * A LIST value is trimmed like Java's `String.trim()` (characters <= U+0020); an empty value has no items;
   otherwise it is split on `\s*,\s*`, keeping empty items. So a regex with a comma (`a{1,3}`) is cut in two.
 * The items are joined with `|` into ONE Java regex, and a name must match all of it (`Matcher.matches`, our

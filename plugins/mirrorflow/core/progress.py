@@ -1,11 +1,11 @@
-"""The progress record of a copy task: where the copy of one source partition stands (DESIGN §1.4, §3 step 4).
+"""The progress record of a copy task: where the copy of one source partition stands (docs/design.md §1.4, §3 step 4).
 
 In exactly-once mode it is written in the same Kafka transaction as the copied records, so the target holds
 either both or neither; the next run resumes at `next_upstream` with no gap and no duplicate. In at-least-once
 mode it is written after the producer flush, so a crash re-copies at most the unflushed tail.
 
 Topic `mirrorflow-progress<sep><source><sep>internal` on the target (compacted; `progress_topic`), all
-integers big-endian and signed, strings as INT16 byte length + UTF-8 (MM2's encoding, MM2-FACTS §2.2):
+integers big-endian and signed, strings as INT16 byte length + UTF-8 (MM2's encoding, docs/mm2-reference.md §2.2):
   key   = source topic STRING, partition INT32        (no version: it is the compaction identity)
   value = version INT16 (= 0), next_upstream INT64, downstream_end INT64, records_copied INT64,
           epoch INT32, timestamp_ms INT64              (38 bytes)

@@ -1,4 +1,4 @@
-"""The origin header that makes active/active loop-proof under IdentityReplicationPolicy (DESIGN §1.6).
+"""The origin header that makes active/active loop-proof under IdentityReplicationPolicy (docs/design.md §1.6).
 
 Identity keeps topic names, so MM2's name-based cycle check cannot see that a record came back to the cluster
 it started on. With `mirrorflow.provenance.headers=true` every copied record carries the alias of the cluster

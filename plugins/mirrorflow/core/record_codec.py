@@ -3,7 +3,7 @@ the progress record (core/progress.py), so both are read with the same checks.
 
 Both kinds are keyed by the source topic as STRING (INT16 byte length + UTF-8) followed by fixed-width
 integers, and their values begin with an INT16 format version; all integers big-endian and signed (MM2's
-encoding, MM2-FACTS §2.2). Keys carry no version: a key is the compaction identity and must never change.
+encoding, docs/mm2-reference.md §2.2). Keys carry no version: a key is the compaction identity and must never change.
 Readers reject other versions rather than guess at their meaning, and ignore bytes after the last field.
 
 Offset-map topic (`offset_map_topic`, core/offset_map.py), one record per segment of an `OffsetMap`:

@@ -1,6 +1,6 @@
 """MM2's `ReplicationPolicy`: how remote topics and MM2's internal topics are named and recognised.
 
-Behaviour of the MM2 release Mirrorflow pins (Kafka 4.3.1, checked against its jar; MM2-FACTS §3 is 4.0):
+Behaviour of the MM2 release Mirrorflow pins (Kafka 4.3.1, checked against its jar; docs/mm2-reference.md §3 is 4.0):
 * Remote topic = `<source alias><separator><topic>` (Default). Identity keeps the name, except for heartbeats.
 * `topic_source` splits on the literal separator like Java's `String.split` (trailing empty parts dropped):
   fewer than two parts => not a remote topic (None); `".b"` has source `""`.

@@ -1,7 +1,7 @@
 """Which topics a flow copies and how checkpointed partitions are named (MM2's `MirrorSourceConnector.
 shouldReplicateTopic`/`isCycle` and `MirrorCheckpointTask.renameTopicPartition`).
 
-Rules (MM2-FACTS §3, §5.4):
+Rules (docs/mm2-reference.md §3, §5.4):
 * replicate(t) = (filter accepts t OR (heartbeats replication enabled AND t is a heartbeats topic))
   AND t is not internal AND t is not a cycle.
 * cycle(t): some alias in t's chain of sources (`A.B.x` => A, then B) equals the target alias. A flow

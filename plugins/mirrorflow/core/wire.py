@@ -1,6 +1,6 @@
 """Kafka protocol primitives as MM2's record formats use them (`org.apache.kafka.common.protocol.types.Type`).
 
-Rules (MM2-FACTS §2.2):
+Rules (docs/mm2-reference.md §2.2):
 * INT16/INT32/INT64 are signed, big-endian, fixed width.
 * STRING is an INT16 byte length N (0..32767) then N bytes of UTF-8; null is not representable.
 * A struct is its fields in order: no tags, no length prefix. Readers stop after the last field and ignore

@@ -1,6 +1,6 @@
 """A set of local single-node Kafka clusters sharing one directory: what `mirrorflow local` and the tests run.
 
-Files in the directory (DESIGN §6): `clusters.json` (`{"<alias>": {"bootstrap.servers": "127.0.0.1:<port>"}}`)
+Files in the directory (docs/design.md §6): `clusters.json` (`{"<alias>": {"bootstrap.servers": "127.0.0.1:<port>"}}`)
 and `mm2.properties` (all clusters, no flow enabled, replication factors 1) are the contract for other tools;
 `state.json` (ports, cluster ids, PIDs) is ours. A cluster keeps its ports and data across stop/start, so its
 bootstrap address stays valid for the life of the directory. Every change happens under a lock file, so two

@@ -1,4 +1,4 @@
-"""Topic ACL sync (MM2-FACTS §4.4): copy the source's LITERAL topic ACLs of replicated topics to the remote
+"""Topic ACL sync (docs/mm2-reference.md §4.4): copy the source's LITERAL topic ACLs of replicated topics to the remote
 topics, never `ALLOW WRITE` (only the replicator writes remote topics), `ALLOW ALL` narrowed to `ALLOW READ`.
 
 Additive only: nothing is deleted on the target, and bindings the target has already are not sent again.

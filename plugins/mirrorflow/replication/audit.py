@@ -1,4 +1,4 @@
-"""The replication audit (`mirrorflow audit`, DESIGN §1.3 and §6): did every copied record arrive once, in its
+"""The replication audit (`mirrorflow audit`, docs/design.md §1.3 and §6): did every copied record arrive once, in its
 partition, in order, unchanged?
 
 Each record is reduced to a 16-byte BLAKE2b hash of (key, value, headers without Mirrorflow's provenance header,
@@ -212,7 +212,7 @@ def latency_report(append_time: Sequence[int], metrics: Iterable[Mapping[str, fl
 
 
 def summarise(topics: Sequence[TopicAudit], latency: dict[str, Any]) -> dict[str, Any]:
-    """The `audit --json` document (DESIGN §6)."""
+    """The `audit --json` document (docs/design.md §6)."""
     total = {"lost": 0, "duplicated": 0, "out_of_order": 0, "misplaced": 0, "checked": 0}
     extra = {"unexpected": 0, "ahead": 0, "not_yet_copied": 0}
     for t in topics:

@@ -1,4 +1,5 @@
-"""Checkpoint emission (MM2's MirrorCheckpointConnector + MirrorCheckpointTask, MM2-FACTS §5.1, §5.4), exact.
+"""Checkpoint emission (MM2's MirrorCheckpointConnector + MirrorCheckpointTask, docs/mm2-reference.md §5.1,
+§5.4), exact.
 
 Which groups: the source's groups accepted by the group filter that have a committed offset on at least one
 topic the topic filter accepts. For each such offset (topic accepted), the upstream offset is translated with

@@ -1,4 +1,4 @@
-"""Topic config sync (MM2's `targetConfig` and incremental config sync, MM2-FACTS §4.3).
+"""Topic config sync (MM2's `targetConfig` and incremental config sync, docs/mm2-reference.md §4.3).
 
 `target_config(source, incremental)` keeps a source entry only if all hold:
   * incremental, or the entry is not at its default, or it is and `use.defaults.from=source`;

@@ -1,5 +1,5 @@
-"""Discovery (MM2's `MirrorSourceConnector` topic refresh, MM2-FACTS §4.2): which source topics a flow copies,
-where they land, and what the target lacks.
+"""Discovery (MM2's `MirrorSourceConnector` topic refresh, docs/mm2-reference.md §4.2): which source topics a flow
+copies, where they land, and what the target lacks.
 
 * Source side: every source topic `shouldReplicateTopic` accepts (filter or heartbeats, not internal, not a
   cycle), with its partition count.

@@ -1,4 +1,4 @@
-"""Consumer-group offset sync (MM2's `sync.group.offsets`, KIP-545, MM2-FACTS §5.5), made safe.
+"""Consumer-group offset sync (MM2's `sync.group.offsets`, KIP-545, docs/mm2-reference.md §5.5), made safe.
 
 For every group with checkpoints (and accepted by the group filter), the latest checkpoint per downstream
 partition is written into the group of the same name on the target, with its upstream commit metadata.

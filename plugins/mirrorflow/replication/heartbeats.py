@@ -1,4 +1,4 @@
-"""MM2's heartbeat emission (MirrorHeartbeatTask, MM2-FACTS §6): one `Heartbeat(source, target, now)` record
+"""MM2's heartbeat emission (MirrorHeartbeatTask, docs/mm2-reference.md §6): one `Heartbeat(source, target, now)` record
 into the target's `heartbeats` topic, partition 0, record timestamp = the heartbeat's own milliseconds.
 
 It runs for every pair MM2 would run a heartbeat herder for (`MirrorConfig.heartbeat_flows`), enabled flows or

@@ -1,4 +1,4 @@
-"""The internal topics a flow needs (MM2-FACTS §2.1), all compacted with one partition:
+"""The internal topics a flow needs (docs/mm2-reference.md §2.1), all compacted with one partition:
 
 * `heartbeats` on the target, RF `heartbeats.topic.replication.factor`;
 * `<source>.checkpoints.internal` on the target, RF `checkpoints.topic.replication.factor`;

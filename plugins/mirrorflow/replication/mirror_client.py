@@ -1,4 +1,4 @@
-"""MM2's `MirrorClient` / `RemoteClusterUtils` topology queries against a live cluster (MM2-FACTS §7).
+"""MM2's `MirrorClient` / `RemoteClusterUtils` topology queries against a live cluster (docs/mm2-reference.md §7).
 
 Each query lists the cluster's topics afresh (as MirrorClient does) and applies `mirrorflow.core.mirror_client`
 to the names: what a cluster knows about its upstreams is written in the names of its heartbeat topics.

@@ -4,7 +4,7 @@ The copy keeps, on the target, the complete upstream->downstream offset map of e
 (`offset_map_topic`) and its committed progress (`progress_topic`); `load_offset_maps` rebuilds one
 `OffsetMap` per source partition from them. A committed upstream offset U then translates to the downstream
 offset of the first copied record at or after U, or to the replicated end when U lies past every copied
-record (DESIGN §1.5): the consumer that resumes there on the target reads exactly what the source group had
+record (docs/design.md §1.5): the consumer that resumes there on the target reads exactly what the source group had
 not read yet. The answer is None when the partition was never copied or U is older than the copied history.
 
 `CheckpointStore` is MM2's: the latest checkpoint per (group, downstream partition), read once from
@@ -59,7 +59,7 @@ class TranslatedOffset:
     metadata: str = ""
 
     def to_json(self) -> dict[str, str | int]:
-        """The `translate --json` shape (DESIGN §6)."""
+        """The `translate --json` shape (docs/design.md §6)."""
         return {"topic": self.topic, "partition": self.partition, "offset": self.offset}
 
 

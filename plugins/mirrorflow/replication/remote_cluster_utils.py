@@ -1,4 +1,4 @@
-"""MM2's `RemoteClusterUtils.translateOffsets` (MM2-FACTS §7), plus exact live translation and bulk queries.
+"""MM2's `RemoteClusterUtils.translateOffsets` (docs/mm2-reference.md §7), plus exact live translation and bulk queries.
 
 Two ways to answer "where does group G resume on the target cluster":
 * from checkpoints (what Java's RemoteClusterUtils does): read `<source>.checkpoints.internal` on the target

@@ -1,4 +1,4 @@
-"""Remote topic creation and growth (MM2's `computeAndCreateTopicPartitions`, MM2-FACTS §4.2).
+"""Remote topic creation and growth (MM2's `computeAndCreateTopicPartitions`, docs/mm2-reference.md §4.2).
 
 * A missing remote topic is created with the source partition count, `replication.factor` (-1 = the target
   broker's default) and the source configs filtered by `target_config(..., incremental=False)`.

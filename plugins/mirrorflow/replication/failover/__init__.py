@@ -1,1 +1,1 @@
-"""Failover and failback runbooks (DESIGN §4): a resumable, dry-runnable state machine with exact offsets."""
+"""Failover and failback runbooks (docs/design.md §4): a resumable, dry-runnable state machine with exact offsets."""

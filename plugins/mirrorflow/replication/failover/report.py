@@ -1,4 +1,5 @@
-"""The evidence a failover leaves: JSON (the `failover --json` contract, DESIGN §6) and Markdown, from the state.
+"""The evidence a failover leaves: JSON (the `failover --json` contract, docs/design.md §6) and Markdown, from the
+state.
 
 Per group and partition: the translated offset, the group's lag (records it had not read at the cutover) and
 the records at risk (records it had not read that are not on the target). Per partition: the fenced source end,

@@ -1,4 +1,5 @@
-"""The failover state machine (DESIGN §4): the same steps for `mirrorflow failover|failback` and the Airflow DAG.
+"""The failover state machine (docs/design.md §4): the same steps for `mirrorflow failover|failback` and the Airflow
+DAG.
 
 Every step is idempotent and recorded in the state file after it ends; a re-run skips the steps already done
 and starts at the first one that is not (the failed one, or the one a killed run was in). A dry run performs

@@ -1,5 +1,5 @@
-"""The steps of the runbook, in order (DESIGN §4). Each takes the `Context`, returns an `Outcome`, and is safe to
-run again: a re-run recomputes from the clusters (the fenced primary does not move) and writes the same thing.
+"""The steps of the runbook, in order (docs/design.md §4). Each takes the `Context`, returns an `Outcome`, and is safe
+to run again: a re-run recomputes from the clusters (the fenced primary does not move) and writes the same thing.
 
 Here: the gates (preflight), pausing the flow and the last checkpoint round; the other steps live with their
 concept: `fencing` (fence, verify_fence), `drain`, `group_offsets` (commit_offsets), `redirect` (redirect,
