@@ -39,3 +39,35 @@ def test_an_unreachable_target_fails_the_run_with_the_reason_in_the_log(
     assert states["copy"] != "success", "nothing downstream of a failed step runs"
     out, err = capfd.readouterr()
     assert "cluster 'B'" in out + err, "the task log names the cluster that failed"
+
+
+def test_an_operator_error_fails_at_once_and_is_not_retried(
+    airflow_db: None,
+    tmp_path: Path,
+    kafka_clusters: LocalClusters,
+    dag_bag: Callable[..., Any],
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """A missing Airflow connection cannot heal by itself: the task fails on its first try, whatever the
+    retries, instead of backing off for minutes before it says why."""
+    config = tmp_path / "mm2.properties"
+    body = (
+        "A->B.enabled = true\nA->B.mirrorflow.copy.mode = interval\n"
+        "A.mirrorflow.connection = mirrorflow_no_such_connection\n"
+        "mirrorflow.airflow.retries = 2\nmirrorflow.airflow.retry.delay.seconds = 1\n"
+    )
+    config.write_text(mm2_config_text({"A": kafka_clusters.bootstrap("A"), "B": kafka_clusters.bootstrap("B")}, body))
+    bag = dag_bag(config)
+    assert bag.import_errors == {}
+    dag = bag.dags["mirrorflow__A__B"]
+    assert dag.get_task("discover").retries == 2
+
+    dag_run = dag.test()
+
+    discover = next(ti for ti in dag_run.get_task_instances() if ti.task_id == "discover")
+    assert dag_run.state == "failed"
+    assert str(discover.state) == "failed"
+    assert discover.try_number == 1, "an operator error must not be retried"
+    out, err = capfd.readouterr()
+    assert "mirrorflow_no_such_connection" in out + err, "the task log names the missing connection"
+    assert "not retried" in out + err

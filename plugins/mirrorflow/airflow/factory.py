@@ -45,10 +45,7 @@ CLUSTERS_ENV = "MIRRORFLOW_CLUSTERS"
 STRICT_ENV = "MIRRORFLOW_STRICT"
 BROKEN_TAG = "mirrorflow:broken"
 START_DATE = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
-RETRIES = 3
-RETRY_DELAY = dt.timedelta(seconds=30)
 MAX_RETRY_DELAY = dt.timedelta(minutes=10)
-CONTROL_TIMEOUT = dt.timedelta(minutes=15)
 LOOP_MARGIN = dt.timedelta(minutes=5)
 
 
@@ -149,7 +146,9 @@ class _Factory:
         return {"config_path": self.path, "flow_name": flow.name, "clusters": self.clusters}
 
     def _python(self, task_id: str, flow: Flow, call: Callable[..., Any], **kwargs: Any) -> PythonOperator:
-        return PythonOperator(task_id=task_id, python_callable=call, op_kwargs=self._op_kwargs(flow), **kwargs)
+        return PythonOperator(
+            task_id=task_id, python_callable=tasks.fail_fast(call), op_kwargs=self._op_kwargs(flow), **kwargs
+        )
 
     def _dag(self, dag_id: str, flow: Flow, schedule: Schedule, **kwargs: Any) -> DAG:
         return DAG(
@@ -161,10 +160,10 @@ class _Factory:
             auto_register=False,  # only what `register_flow_dags` returns: never a half-built DAG
             default_args={
                 "owner": "mirrorflow",
-                "retries": RETRIES,
-                "retry_delay": RETRY_DELAY,
+                "retries": flow.airflow_retries,
+                "retry_delay": dt.timedelta(seconds=flow.airflow_retry_delay_seconds),
                 "retry_exponential_backoff": 2.0,
-                "max_retry_delay": MAX_RETRY_DELAY,
+                "max_retry_delay": max(MAX_RETRY_DELAY, dt.timedelta(seconds=flow.airflow_retry_delay_seconds)),
             },
             **kwargs,
         )
@@ -183,7 +182,7 @@ class _Factory:
             description=f"Mirrorflow {flow.name}: MM2 replication from {flow.source} to {flow.target}",
             dag_display_name=f"mirrorflow {flow.name}",
         ) as dag:
-            control = {"execution_timeout": CONTROL_TIMEOUT}
+            control = {"execution_timeout": dt.timedelta(seconds=flow.airflow_execution_timeout_seconds)}
             discover = self._python("discover", flow, tasks.discover, **control)
             topics = self._python("sync_topics", flow, tasks.sync_topics, **control)
             configs = self._python("sync_configs", flow, tasks.sync_configs, **control)

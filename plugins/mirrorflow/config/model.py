@@ -72,6 +72,9 @@ TYPED_FIELDS: dict[str, str] = {
     "schedule": "mirrorflow.schedule",
     "provenance_headers": "mirrorflow.provenance.headers",
     "spark_master": "mirrorflow.spark.master",
+    "airflow_retries": "mirrorflow.airflow.retries",
+    "airflow_retry_delay_seconds": "mirrorflow.airflow.retry.delay.seconds",
+    "airflow_execution_timeout_seconds": "mirrorflow.airflow.execution.timeout.seconds",
 }
 
 
@@ -163,6 +166,11 @@ class Flow(BaseModel):
     schedule: str = "@continuous"
     provenance_headers: bool = False
     spark_master: str = "local[*]"
+    airflow_retries: int = 3
+    """Airflow retries of a flow DAG's tasks (with exponential backoff); operator errors are never retried."""
+    airflow_retry_delay_seconds: int = 30
+    airflow_execution_timeout_seconds: int = 900
+    """The longest a one-shot control-plane task (discover, topic/config/ACL sync) may run."""
     source_connection: str | None = None
     target_connection: str | None = None
     transforms: ChainSpec = ChainSpec()
