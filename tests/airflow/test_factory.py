@@ -310,3 +310,23 @@ def test_a_negative_retry_count_is_refused_with_its_line(
     error = import_error(dag_bag(config))
     key = "A->B.mirrorflow.airflow.retries"
     assert f"{config}:{line_of(config, key)}: {key}: -1 is not a number of retries" in error
+
+
+@pytest.mark.parametrize(
+    ("path", "problem"),
+    [
+        ("tests.airflow.no_such_module.record", "'tests.airflow.no_such_module.record' cannot be loaded"),
+        ("tests.airflow.notify_probe.NOT_CALLABLE", "'tests.airflow.notify_probe.NOT_CALLABLE' is not a callable"),
+    ],
+)
+def test_a_failure_notifier_that_cannot_be_used_breaks_its_flow_at_its_line(
+    write_config: Callable[..., Path], dag_bag: Callable[..., Any], path: str, problem: str
+) -> None:
+    key = "B->A.mirrorflow.airflow.failure.notifier"
+    config = write_config(TWO_CLUSTERS + f"A->B.enabled = true\nB->A.enabled = true\n{key} = {path}\n")
+    bag = dag_bag(config)
+    assert bag.import_errors == {}
+    assert "mirrorflow:broken" not in bag.dags["mirrorflow__A__B"].tags
+    broken = bag.dags["mirrorflow__B__A"]
+    assert "mirrorflow:broken" in broken.tags
+    assert f"{config}:{line_of(config, key)}: {key}: {problem}" in broken.doc_md

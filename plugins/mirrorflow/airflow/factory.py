@@ -27,6 +27,7 @@ from airflow.providers.standard.operators.python import PythonOperator
 from airflow.sdk import DAG, get_parsing_context
 
 from mirrorflow.airflow import tasks
+from mirrorflow.airflow.alerts import NOTIFIER_KEY, failure_notifier
 from mirrorflow.airflow.dag_docs import broken_doc, flow_doc, heartbeat_doc
 from mirrorflow.airflow.dag_ids import flow_dag_id, flow_tags, heartbeat_dag_id
 from mirrorflow.airflow.schedule import Schedule, ScheduleError, parse_schedule
@@ -47,6 +48,12 @@ BROKEN_TAG = "mirrorflow:broken"
 START_DATE = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
 MAX_RETRY_DELAY = dt.timedelta(minutes=10)
 LOOP_MARGIN = dt.timedelta(minutes=5)
+
+
+_NOTIFIER_FIX = (
+    "name a module-level function or notifier instance (package.module.attribute) importable by the DAG "
+    "processor and the workers; Airflow calls it with the task context"
+)
 
 
 class FlowDagError(UsageError):
@@ -151,6 +158,11 @@ class _Factory:
         )
 
     def _dag(self, dag_id: str, flow: Flow, schedule: Schedule, **kwargs: Any) -> DAG:
+        try:
+            notifier = failure_notifier(flow)
+        except UsageError as err:
+            key, line = self._origin(flow, NOTIFIER_KEY)
+            raise FlowBuildError(Issue(self.path, line, key, str(err), _NOTIFIER_FIX).render()) from None
         return DAG(
             dag_id=dag_id,
             schedule=schedule,
@@ -164,6 +176,7 @@ class _Factory:
                 "retry_delay": dt.timedelta(seconds=flow.airflow_retry_delay_seconds),
                 "retry_exponential_backoff": 2.0,
                 "max_retry_delay": max(MAX_RETRY_DELAY, dt.timedelta(seconds=flow.airflow_retry_delay_seconds)),
+                "on_failure_callback": notifier,
             },
             **kwargs,
         )

@@ -75,6 +75,7 @@ TYPED_FIELDS: dict[str, str] = {
     "airflow_retries": "mirrorflow.airflow.retries",
     "airflow_retry_delay_seconds": "mirrorflow.airflow.retry.delay.seconds",
     "airflow_execution_timeout_seconds": "mirrorflow.airflow.execution.timeout.seconds",
+    "airflow_failure_notifier": "mirrorflow.airflow.failure.notifier",
 }
 
 
@@ -171,6 +172,8 @@ class Flow(BaseModel):
     airflow_retry_delay_seconds: int = 30
     airflow_execution_timeout_seconds: int = 900
     """The longest a one-shot control-plane task (discover, topic/config/ACL sync) may run."""
+    airflow_failure_notifier: str | None = None
+    """Dotted path of the callable Airflow calls when a task failed for good (airflow/alerts.py); None: a log line."""
     source_connection: str | None = None
     target_connection: str | None = None
     transforms: ChainSpec = ChainSpec()
