@@ -281,3 +281,52 @@ def test_an_unexpected_build_failure_is_contained_to_its_flow(
     broken = bag.dags["mirrorflow__B__A"]
     assert [t.task_id for t in broken.tasks] == ["config_error"]
     assert f"{config}: flow B->A: OverflowError" in broken.doc_md
+
+
+def test_retries_delay_and_timeout_come_from_the_flow(
+    write_config: Callable[..., Path], dag_bag: Callable[..., Any]
+) -> None:
+    config = write_config(
+        TWO_CLUSTERS + "A->B.enabled = true\nB->A.enabled = true\n"
+        "A->B.mirrorflow.airflow.retries = 0\n"
+        "A->B.mirrorflow.airflow.retry.delay.seconds = 5\n"
+        "A->B.mirrorflow.airflow.execution.timeout.seconds = 120\n"
+    )
+    bag = dag_bag(config)
+    assert bag.import_errors == {}
+    tuned, default = bag.dags["mirrorflow__A__B"], bag.dags["mirrorflow__B__A"]
+    assert {t.retries for t in tuned.tasks} == {0}
+    assert {t.retry_delay for t in tuned.tasks} == {timedelta(seconds=5)}
+    assert tuned.get_task("discover").execution_timeout == timedelta(seconds=120)
+    assert {t.retries for t in default.tasks} == {3}
+    assert {t.retry_delay for t in default.tasks} == {timedelta(seconds=30)}
+    assert default.get_task("sync_topics").execution_timeout == timedelta(minutes=15)
+
+
+def test_a_negative_retry_count_is_refused_with_its_line(
+    write_config: Callable[..., Path], dag_bag: Callable[..., Any]
+) -> None:
+    config = write_config(TWO_CLUSTERS + "A->B.enabled = true\nA->B.mirrorflow.airflow.retries = -1\n")
+    error = import_error(dag_bag(config))
+    key = "A->B.mirrorflow.airflow.retries"
+    assert f"{config}:{line_of(config, key)}: {key}: -1 is not a number of retries" in error
+
+
+@pytest.mark.parametrize(
+    ("path", "problem"),
+    [
+        ("tests.airflow.no_such_module.record", "'tests.airflow.no_such_module.record' cannot be loaded"),
+        ("tests.airflow.notify_probe.NOT_CALLABLE", "'tests.airflow.notify_probe.NOT_CALLABLE' is not a callable"),
+    ],
+)
+def test_a_failure_notifier_that_cannot_be_used_breaks_its_flow_at_its_line(
+    write_config: Callable[..., Path], dag_bag: Callable[..., Any], path: str, problem: str
+) -> None:
+    key = "B->A.mirrorflow.airflow.failure.notifier"
+    config = write_config(TWO_CLUSTERS + f"A->B.enabled = true\nB->A.enabled = true\n{key} = {path}\n")
+    bag = dag_bag(config)
+    assert bag.import_errors == {}
+    assert "mirrorflow:broken" not in bag.dags["mirrorflow__A__B"].tags
+    broken = bag.dags["mirrorflow__B__A"]
+    assert "mirrorflow:broken" in broken.tags
+    assert f"{config}:{line_of(config, key)}: {key}: {problem}" in broken.doc_md

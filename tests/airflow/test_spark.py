@@ -104,9 +104,15 @@ def test_a_defined_mirrorflow_spark_connection_wins_over_the_default(
 def test_an_explicit_flow_master_that_contradicts_the_connection_is_refused(
     config: Path, tmp_path: Path, fake_spark: Callable[[], dict[str, Any]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A config contradiction is not retried: Airflow's fail-now exception, with the operator's error as cause."""
+    from airflow.sdk.exceptions import AirflowFailException
+
     monkeypatch.setenv(CONN_ENV, json.dumps({"conn_type": "spark", "host": "local[4]"}))
-    with pytest.raises(UsageError, match=r"sets mirrorflow.spark.master = local\[2\].*points at local\[4\]"):
+    with pytest.raises(
+        AirflowFailException, match=r"sets mirrorflow.spark.master = local\[2\].*points at local\[4\]"
+    ) as e:
         operator(config, tmp_path, master="local[2]", explicit=True).execute({})
+    assert isinstance(e.value.__cause__, UsageError)
 
 
 def test_connection_credentials_reach_the_job_in_its_environment_only(

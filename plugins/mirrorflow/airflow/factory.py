@@ -27,6 +27,7 @@ from airflow.providers.standard.operators.python import PythonOperator
 from airflow.sdk import DAG, get_parsing_context
 
 from mirrorflow.airflow import tasks
+from mirrorflow.airflow.alerts import NOTIFIER_KEY, failure_notifier
 from mirrorflow.airflow.dag_docs import broken_doc, flow_doc, heartbeat_doc
 from mirrorflow.airflow.dag_ids import flow_dag_id, flow_tags, heartbeat_dag_id
 from mirrorflow.airflow.schedule import Schedule, ScheduleError, parse_schedule
@@ -45,11 +46,14 @@ CLUSTERS_ENV = "MIRRORFLOW_CLUSTERS"
 STRICT_ENV = "MIRRORFLOW_STRICT"
 BROKEN_TAG = "mirrorflow:broken"
 START_DATE = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
-RETRIES = 3
-RETRY_DELAY = dt.timedelta(seconds=30)
 MAX_RETRY_DELAY = dt.timedelta(minutes=10)
-CONTROL_TIMEOUT = dt.timedelta(minutes=15)
 LOOP_MARGIN = dt.timedelta(minutes=5)
+
+
+_NOTIFIER_FIX = (
+    "name a module-level function or notifier instance (package.module.attribute) importable by the DAG "
+    "processor and the workers; Airflow calls it with the task context"
+)
 
 
 class FlowDagError(UsageError):
@@ -149,9 +153,16 @@ class _Factory:
         return {"config_path": self.path, "flow_name": flow.name, "clusters": self.clusters}
 
     def _python(self, task_id: str, flow: Flow, call: Callable[..., Any], **kwargs: Any) -> PythonOperator:
-        return PythonOperator(task_id=task_id, python_callable=call, op_kwargs=self._op_kwargs(flow), **kwargs)
+        return PythonOperator(
+            task_id=task_id, python_callable=tasks.fail_fast(call), op_kwargs=self._op_kwargs(flow), **kwargs
+        )
 
     def _dag(self, dag_id: str, flow: Flow, schedule: Schedule, **kwargs: Any) -> DAG:
+        try:
+            notifier = failure_notifier(flow)
+        except UsageError as err:
+            key, line = self._origin(flow, NOTIFIER_KEY)
+            raise FlowBuildError(Issue(self.path, line, key, str(err), _NOTIFIER_FIX).render()) from None
         return DAG(
             dag_id=dag_id,
             schedule=schedule,
@@ -161,10 +172,11 @@ class _Factory:
             auto_register=False,  # only what `register_flow_dags` returns: never a half-built DAG
             default_args={
                 "owner": "mirrorflow",
-                "retries": RETRIES,
-                "retry_delay": RETRY_DELAY,
+                "retries": flow.airflow_retries,
+                "retry_delay": dt.timedelta(seconds=flow.airflow_retry_delay_seconds),
                 "retry_exponential_backoff": 2.0,
-                "max_retry_delay": MAX_RETRY_DELAY,
+                "max_retry_delay": max(MAX_RETRY_DELAY, dt.timedelta(seconds=flow.airflow_retry_delay_seconds)),
+                "on_failure_callback": notifier,
             },
             **kwargs,
         )
@@ -183,7 +195,7 @@ class _Factory:
             description=f"Mirrorflow {flow.name}: MM2 replication from {flow.source} to {flow.target}",
             dag_display_name=f"mirrorflow {flow.name}",
         ) as dag:
-            control = {"execution_timeout": CONTROL_TIMEOUT}
+            control = {"execution_timeout": dt.timedelta(seconds=flow.airflow_execution_timeout_seconds)}
             discover = self._python("discover", flow, tasks.discover, **control)
             topics = self._python("sync_topics", flow, tasks.sync_topics, **control)
             configs = self._python("sync_configs", flow, tasks.sync_configs, **control)

@@ -28,6 +28,7 @@ from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
+from mirrorflow.airflow.tasks import fail_fast
 from mirrorflow.config.overrides import CLUSTER_SETTINGS_ENV
 from mirrorflow.core.errors import MirrorflowError, UsageError
 from mirrorflow.spark.packaging import ARCHIVE_ALIAS, cluster_conf, is_standalone, package_py_files, packed_env
@@ -144,6 +145,9 @@ class MirrorflowCopyOperator(SparkSubmitOperator):
         self.binary = kwargs.get("spark_binary") or "spark-submit"
 
     def execute(self, context: Any) -> dict[str, Any] | None:  # type: ignore[override]  # the totals go to XCom
+        return fail_fast(self._submit)(context)  # type: ignore[no-any-return]
+
+    def _submit(self, context: Any) -> dict[str, Any] | None:
         if not Path(self.application).is_file():
             raise MirrorflowError(f"the copy job {self.application} does not exist; check the Mirrorflow checkout")
         base_args = list(self.application_args or [])

@@ -17,24 +17,40 @@ Replication modules are imported inside the callables: the scheduler's DAG parse
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from airflow.sdk.exceptions import AirflowSkipException
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from mirrorflow.airflow.connections import with_connections
 from mirrorflow.airflow.reports import compact, control_plane_summary, plan_summary, repeated_summary
 from mirrorflow.config.loader import load_config
 from mirrorflow.config.model import Flow, UnknownFlowError
-from mirrorflow.core.errors import MirrorflowError
+from mirrorflow.core.errors import MirrorflowError, UsageError
 
 log = logging.getLogger(__name__)
 
 Clusters = Sequence[str] | None
 REPO = Path(__file__).resolve().parents[3]
+
+
+def fail_fast(call: Callable[..., Any]) -> Callable[..., Any]:
+    """`call`, with operator errors (a bad config, a missing Airflow connection: `UsageError`) failing the task
+    at once: a retry could only fail the same way, and its backoff would hide the cause for many minutes.
+    Every other error stays retryable (a broker restart, a network cut)."""
+
+    @functools.wraps(call)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return call(*args, **kwargs)
+        except UsageError as err:
+            raise AirflowFailException(f"{err} (not retried: fix the cause, then clear the task)") from err
+
+    return run
 
 
 def find_flow(config_path: str, flow_name: str, clusters: Clusters = None) -> Flow:

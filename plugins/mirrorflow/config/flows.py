@@ -138,6 +138,8 @@ def _typed(reader: _Resolver, key: str) -> object | None:
 
 
 def _check_range(key: str, number: int) -> None:
+    if key == "mirrorflow.airflow.retries" and number < 0:
+        raise ValueProblem(f"{number} is not a number of retries", "use 0 (never retry) or more")
     if key in _REPLICATION_FACTORS and number != -1 and number < 1:
         raise ValueProblem(f"{number} is not a replication factor", "use 1 or more, or -1 for the broker default")
     if key in _POSITIVE and number <= 0:

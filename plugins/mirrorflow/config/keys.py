@@ -244,6 +244,10 @@ MIRRORFLOW_FLOW_KEYS: dict[str, KeySpec] = {
         KeySpec("mirrorflow.schedule", "string", "@continuous"),
         KeySpec("mirrorflow.provenance.headers", "bool", "false"),
         KeySpec("mirrorflow.spark.master", "string", "local[*]"),
+        KeySpec("mirrorflow.airflow.retries", "int", "3"),
+        KeySpec("mirrorflow.airflow.retry.delay.seconds", "long", "30"),
+        KeySpec("mirrorflow.airflow.execution.timeout.seconds", "long", "900"),
+        KeySpec("mirrorflow.airflow.failure.notifier", "string", None),
     ]
 }
 MIRRORFLOW_CLUSTER_KEYS = {"mirrorflow.connection": KeySpec("mirrorflow.connection", "string", None)}

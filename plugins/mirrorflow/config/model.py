@@ -76,6 +76,10 @@ TYPED_FIELDS: dict[str, str] = {
     "schedule": "mirrorflow.schedule",
     "provenance_headers": "mirrorflow.provenance.headers",
     "spark_master": "mirrorflow.spark.master",
+    "airflow_retries": "mirrorflow.airflow.retries",
+    "airflow_retry_delay_seconds": "mirrorflow.airflow.retry.delay.seconds",
+    "airflow_execution_timeout_seconds": "mirrorflow.airflow.execution.timeout.seconds",
+    "airflow_failure_notifier": "mirrorflow.airflow.failure.notifier",
 }
 
 
@@ -167,6 +171,13 @@ class Flow(BaseModel):
     schedule: str = "@continuous"
     provenance_headers: bool = False
     spark_master: str = "local[*]"
+    airflow_retries: int = 3
+    """Airflow retries of a flow DAG's tasks (with exponential backoff); operator errors are never retried."""
+    airflow_retry_delay_seconds: int = 30
+    airflow_execution_timeout_seconds: int = 900
+    """The longest a one-shot control-plane task (discover, topic/config/ACL sync) may run."""
+    airflow_failure_notifier: str | None = None
+    """Dotted path of the callable Airflow calls when a task failed for good (airflow/alerts.py); None: a log line."""
     source_connection: str | None = None
     target_connection: str | None = None
     transforms: ChainSpec = ChainSpec()
