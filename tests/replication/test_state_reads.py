@@ -31,6 +31,7 @@ import mirrorflow.replication.offset_translation as offset_translation
 from mirrorflow.config.model import MirrorConfig
 from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.replication.copy_range import copy_range
+from mirrorflow.replication.state_tail import OffsetMapTail
 
 pytestmark = pytest.mark.integration
 
@@ -188,11 +189,16 @@ def test_translation_never_passes_a_batch_committed_between_the_two_reads(
     maps = offset_translation.load_offset_maps(flow, topics=[topic])
     monkeypatch.undo()
     assert sorted(reads) == sorted([PROGRESS_TOPIC, MAP_TOPIC])
+    assert_never_past(kafka, topic, maps, 20)
+
+
+def assert_never_past(kafka: KafkaKit, topic: str, maps: offset_translation.FlowOffsetMaps, count: int) -> None:
+    """Every offset below `count` translates exactly or conservatively (checked against the target's records)."""
     copies = target_values(kafka, topic)
     truth = {int(v[1:]): down for down, v in copies.items()}
-    assert sorted(truth) == list(range(20))
+    assert sorted(truth) == list(range(count))
     wrong = []
-    for upstream in range(20):
+    for upstream in range(count):
         t = maps.translate(topic, 0, upstream)
         # Exact: the first record at or after the answer is the copy of `upstream` (a commit marker may lie
         # between). Conservative: at or before it. Past it: the group would skip records it never read.
@@ -201,6 +207,45 @@ def test_translation_never_passes_a_batch_committed_between_the_two_reads(
         if skipped or (t.status == "exact" and reread):
             wrong.append((upstream, t.status, t.offset, truth[upstream]))
     assert not wrong, f"translated past uncopied records (upstream, status, offset, true offset): {wrong}"
+
+
+def test_a_tailing_reader_keeps_the_cut_and_reads_only_what_was_added(
+    write_config: Callable[..., MirrorConfig], kafka: KafkaKit
+) -> None:
+    """The checkpoint emitter's reader (loaded once, then tailed): a copy committing between its two reads is
+    translated conservatively, the next round reads only the records added since, and then agrees with a full
+    read exactly."""
+    topic = kafka.topic("tail")
+    create_copy_topics(kafka.admin, topic, 1, KEEP_FOREVER)
+    flow = a_to_b(write_config)
+    produce_values(kafka, topic, 0, 10)
+    assert copy_all(flow, topic) == 10
+    produce_values(kafka, topic, 10, 10)
+    tail = OffsetMapTail.for_flow(flow, timeout_s=30.0)
+    try:
+        real = tail._tail.read_new
+        reads: list[str] = []
+
+        def read_then_commit(state_topic: str, partition: int) -> Any:
+            found = real(state_topic, partition)
+            reads.append(state_topic)
+            if len(reads) == 1:
+                assert copy_all(flow, topic) == 10  # a copy commits between the reader's two reads
+            return found
+
+        tail._tail.read_new = read_then_commit  # type: ignore[method-assign]
+        first = tail.load(topics=[topic])
+        tail._tail.read_new = real  # type: ignore[method-assign]
+        assert_never_past(kafka, topic, first, 20)
+        loaded = tail.records_read
+        second = tail.load(topics=[topic])
+        # The progress record of the second copy only: its map segment was read in the first round already.
+        assert tail.records_read - loaded == 1
+        full = offset_translation.load_offset_maps(flow, topics=[topic])
+        assert [second.translate(topic, 0, u) for u in range(22)] == [full.translate(topic, 0, u) for u in range(22)]
+        assert second.translate(topic, 0, 15).status == "exact"
+    finally:
+        tail.close()
 
 
 def set_topic_config(kafka: KafkaKit, topic: str, name: str, value: str | None) -> None:

@@ -93,11 +93,17 @@ def _true_ends(
 
 
 def _consume_to(
-    reader: Consumer, cluster: str, topic: str, ends: dict[int, int], wait_s: float
+    reader: Consumer,
+    cluster: str,
+    topic: str,
+    ends: dict[int, int],
+    wait_s: float,
+    starts: Mapping[int, int] | None = None,
 ) -> Iterator[tuple[int, int, bytes | None, bytes | None, int]]:
-    """Records below `ends`; a partition is done when the reader's position reaches its end."""
+    """Records below `ends` (from `starts`, default 0); a partition is done when the reader's position reaches
+    its end."""
     pending = dict(ends)
-    reached = {p: 0 for p in ends}  # the reader's position: the next offset it will deliver
+    reached = {p: (starts or {}).get(p, 0) for p in ends}  # the reader's position: the next offset it delivers
     stalled_since = time.monotonic()
     while pending:
         moved = False
@@ -119,6 +125,67 @@ def _consume_to(
             stalled_since = time.monotonic()
         elif time.monotonic() - stalled_since > wait_s:
             raise _blocked(cluster, topic, pending, reached, wait_s)
+
+
+class CompactedTail:
+    """Reads partitions of internal topics to their true end again and again, each time only what was added
+    since the last read (MM2's OffsetSyncStore and Kafka Connect's offset store load once, then tail).
+
+    Same rules as `read_to_end`: the end is the high watermark when a read starts, open transactions are waited
+    out for `wait_s`. A partition whose end falls below the position already read (the topic was deleted and
+    re-created) is read again from its start, and `read_new` says so: the caller drops what it had built.
+    """
+
+    def __init__(
+        self, cluster: str, conf: Mapping[str, str], *, timeout_s: float, wait_s: float = OPEN_TRANSACTION_WAIT_S
+    ) -> None:
+        self.cluster, self._timeout_s, self._wait_s = cluster, timeout_s, wait_s
+        settings: dict[str, str | int | bool] = {
+            "enable.partition.eof": True,
+            "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest",
+            "fetch.wait.max.ms": 50,
+        }
+        self._reader = make_consumer(conf, **settings)
+        self._asker = make_consumer(conf, **{"isolation.level": "read_uncommitted"})
+        self._positions: dict[tuple[str, int], int] = {}
+        self.records_read = 0
+        """Records delivered so far, all reads together (what tailing saves shows here)."""
+
+    def read_new(self, topic: str, partition: int) -> tuple[bool, list[tuple[bytes | None, bytes | None]]]:
+        """(restarted, the (key, value) records added since the last call, in log order)."""
+        at = self._positions.get((topic, partition), 0)
+        try:
+            low, high = self._asker.get_watermark_offsets(
+                TopicPartition(topic, partition), timeout=self._timeout_s, cached=False
+            )
+        except KafkaException as err:
+            if err.args[0].code() in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION):
+                return at > 0, []
+            raise KafkaOperationError(self.cluster, f"reading the end of {topic}-{partition}", err) from err
+        restarted = high < at
+        if restarted:
+            at = 0
+        if high <= max(at, low):
+            self._positions[(topic, partition)] = max(at, high)
+            return restarted, []
+        self._reader.assign([TopicPartition(topic, partition, at)])
+        try:
+            found = [
+                (key, value)
+                for _p, _o, key, value, _ts in _consume_to(
+                    self._reader, self.cluster, topic, {partition: high}, self._wait_s, {partition: at}
+                )
+            ]
+        except KafkaException as err:
+            raise KafkaOperationError(self.cluster, f"reading {topic}-{partition}", err) from err
+        self._positions[(topic, partition)] = high
+        self.records_read += len(found)
+        return restarted, found
+
+    def close(self) -> None:
+        self._reader.close()
+        self._asker.close()
 
 
 def _blocked(

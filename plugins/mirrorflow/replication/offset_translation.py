@@ -136,6 +136,10 @@ def learn_leading_gaps(
         maps.learn_log_starts(list_offsets(source_admin, flow.source, below, latest=False, timeout_s=timeout_s))
 
 
+SegmentStore = dict[TopicPartition, dict[int, Segment]]
+"""The live segments per source partition, by upstream start."""
+
+
 def assemble_offset_maps(
     segment_records: Iterable[RawRecord],
     progress_records: Iterable[RawRecord],
@@ -150,32 +154,51 @@ def assemble_offset_maps(
     The progress is the cut (see `read_offset_maps`): a partition without a progress record is not translated,
     and segments beyond its progress are cut off (`_cut`).
     """
+    segments: SegmentStore = {}
+    apply_segment_records(segments, segment_records, topics=topics)
+    progress = latest_progress(progress_records, topics=topics)
+    maps: dict[TopicPartition, OffsetMap] = {}
+    for tp, p in sorted(progress.items()):
+        restored = restore_at_progress(tp, segments.get(tp, {}).values(), p)
+        if restored is not None:
+            maps[tp] = restored
+    return maps
+
+
+def apply_segment_records(
+    segments: SegmentStore, records: Iterable[RawRecord], *, topics: Collection[str] | None = None
+) -> set[TopicPartition]:
+    """Apply offset-map records (log order) to `segments`; the partitions they touched."""
     wanted = None if topics is None else set(topics)
-    segments: dict[TopicPartition, dict[int, Segment]] = {}
-    for key, value in segment_records:
+    touched: set[TopicPartition] = set()
+    for key, value in records:
         if key is None:
             continue
         if value is None:
             topic, partition, start = decode_segment_key(key)
             if wanted is None or topic in wanted:
                 segments.get((topic, partition), {}).pop(start, None)
+                touched.add((topic, partition))
             continue
         topic, partition, segment = decode_segment(key, value)
         if wanted is not None and topic not in wanted:
             continue
         _put_segment(segments.setdefault((topic, partition), {}), segment)
-    progress = latest_progress(progress_records, topics=topics)
-    maps: dict[TopicPartition, OffsetMap] = {}
-    for tp, p in sorted(progress.items()):
-        try:
-            maps[tp] = OffsetMap.restore(
-                _cut(segments.get(tp, {}).values(), p.next_upstream),
-                next_upstream=p.next_upstream,
-                downstream_end=p.downstream_end,
-            )
-        except ValueError as err:
-            log.warning("offset map of %s-%d cannot be rebuilt, it is not translated: %s", tp[0], tp[1], err)
-    return maps
+        touched.add((topic, partition))
+    return touched
+
+
+def restore_at_progress(tp: TopicPartition, segments: Iterable[Segment], progress: Progress) -> OffsetMap | None:
+    """The partition's map cut at its progress (`_cut`); None (logged) when the segments cannot form one."""
+    try:
+        return OffsetMap.restore(
+            _cut(segments, progress.next_upstream),
+            next_upstream=progress.next_upstream,
+            downstream_end=progress.downstream_end,
+        )
+    except ValueError as err:
+        log.warning("offset map of %s-%d cannot be rebuilt, it is not translated: %s", tp[0], tp[1], err)
+        return None
 
 
 def _cut(segments: Iterable[Segment], next_upstream: int) -> list[Segment]:
