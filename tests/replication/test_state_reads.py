@@ -160,7 +160,7 @@ def test_a_read_blocked_by_an_open_transaction_fails_clearly(kafka: KafkaKit) ->
         held.abort_transaction(30)
     message = str(raised.value)
     assert f"{topic}-0 at offset 1" in message and "transaction.timeout.ms" in message
-    assert "describe-producers" in message
+    assert "describe-producers" in message and f"abort --topic {topic} --partition 0 --start-offset 1" in message
     values = [v for *_, v, _ts in compacted_log.read_to_end("B", {"bootstrap.servers": kafka.bootstrap("B")}, topic)]
     assert values == [b"before", b"after"]
 

@@ -197,8 +197,10 @@ def _blocked(
         f"reading {topic} on cluster '{cluster}' to its end made no progress for {wait_s:.0f} s: a transaction "
         f"that is still open holds {held}. Its writer (a copy task that was killed, hangs or is partitioned "
         f"away) neither committed nor aborted it, and what follows it cannot be read yet. Kafka aborts it once "
-        f"the writer's transaction.timeout.ms has passed (60 s for Mirrorflow's copies): run this again then. "
+        f"the writer's transaction.timeout.ms has passed (60 s for Mirrorflow's copies unless the flow's producer "
+        f"settings raise it): run this again then. "
         f"To see the writer: kafka-transactions.sh --bootstrap-server <{cluster}> describe-producers "
-        f"--topic {topic} --partition {first}; to end it now: kafka-transactions.sh ... abort --topic {topic} "
-        f"--partition {first} --start-offset <its first offset>. Nothing was read past it."
+        f"--topic {topic} --partition {first}; to abort it now (only if that writer is gone for good): "
+        f"kafka-transactions.sh --bootstrap-server <{cluster}> abort --topic {topic} --partition {first} "
+        f"--start-offset {reached[first]}. Nothing was read past it."
     )
