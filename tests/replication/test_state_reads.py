@@ -132,14 +132,15 @@ def test_restart_waits_for_an_open_transaction_on_the_progress_partition(
         running.result()
         produce_values(kafka, topic, 20, 10)
         restart = Background(lambda: copy_all(flow, topic))
-        time.sleep(3.0)
+        time.sleep(3.0)  # a negative check: with the fix the copy stays blocked until the abort below
         blocked = restart.alive()
+        copied_while_held = committed_count(kafka.clusters, f"A.{topic}", 0) - 20
     finally:
         held.abort_transaction(30)
     restart.result()
     duplicated, lost = duplicates_and_lost(target_values(kafka, topic), 30)
     assert (duplicated, lost) == (0, 0), f"{duplicated} duplicated and {lost} lost records on the target"
-    assert blocked, "the restarted copy did not wait for the open transaction"
+    assert blocked and copied_while_held == 0, "the restarted copy did not wait for the open transaction"
 
 
 def test_a_read_blocked_by_an_open_transaction_fails_clearly(kafka: KafkaKit) -> None:
