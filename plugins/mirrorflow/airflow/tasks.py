@@ -196,10 +196,12 @@ def heartbeat_pair(config_path: str, flow_name: str, clusters: Clusters = None) 
 def emit_checkpoints(config_path: str, flow_name: str, clusters: Clusters = None) -> dict[str, Any]:
     """MM2 checkpoints for the flow's groups, translated exactly, at `emit.checkpoints.interval.seconds`.
 
-    One checkpoint store for all rounds of the task, as MM2 loads it once: its own writes keep it current."""
+    One checkpoint store for all rounds of the task, as MM2 loads it once: its own writes keep it current; the
+    offset maps are loaded once and then tailed."""
     from mirrorflow.replication.checkpoints import emit_checkpoints as emit
     from mirrorflow.replication.flow_clients import FlowClients
     from mirrorflow.replication.offset_translation import CheckpointStore
+    from mirrorflow.replication.state_tail import OffsetMapTail
 
     skip_if_paused(flow_name)
     flow = load_flow(config_path, flow_name, clusters)
@@ -207,7 +209,12 @@ def emit_checkpoints(config_path: str, flow_name: str, clusters: Clusters = None
         return _skipped(flow, "emit.checkpoints.enabled = false")
     with FlowClients(flow) as clients:
         store = CheckpointStore.for_flow(flow, timeout_s=clients.timeout_s)
-        return _cadence(flow, float(flow.emit_checkpoints_interval_seconds), lambda: emit(flow, clients, store=store))
+        state = OffsetMapTail.for_flow(flow, timeout_s=clients.timeout_s)
+        try:
+            interval = float(flow.emit_checkpoints_interval_seconds)
+            return _cadence(flow, interval, lambda: emit(flow, clients, store=store, state=state))
+        finally:
+            state.close()
 
 
 def sync_group_offsets(config_path: str, flow_name: str, clusters: Clusters = None) -> dict[str, Any]:

@@ -1,8 +1,14 @@
-"""Read a (usually compacted) internal topic from the beginning to its current end, once.
+"""Read a (usually compacted) internal topic from the beginning to its true end, once.
 
 Used for Mirrorflow's progress and offset-map topics and for MM2's checkpoints and offset-syncs topics.
-Reading read_committed to the high watermark seen at the start waits for open transactions of other writers
-to finish, so a record committed before the call is never missed.
+
+The end of a partition is its high watermark, taken when the read starts: every record written before the
+call, committed or not. A read_committed consumer cannot pass the first record of a transaction that is still
+open (librdkafka's own watermarks on such a consumer are the last stable offset, which stops right there), so a
+record committed after that open transaction would be missed by a read that ended at the last stable offset.
+This read waits instead until every transaction below the end has committed or aborted. When the read makes no
+progress for `wait_s` (a writer that was killed mid-transaction holds it until its coordinator aborts it), it
+fails with `OpenTransactionError`, naming the partition and what to do: it never returns a stale view.
 """
 
 from __future__ import annotations
@@ -10,10 +16,21 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Mapping, Sequence
 
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.kafka.clients import consumer as make_consumer
 from mirrorflow.kafka.errors import KafkaOperationError
+
+OPEN_TRANSACTION_WAIT_S = 90.0
+"""How long a read waits without progress for open transactions to end. A killed copy task's transaction is
+aborted by its coordinator once `transaction.timeout.ms` (60 s for the copy's producers) has passed since it
+began, noticed within `transaction.abort.timed.out.transaction.cleanup.interval.ms` (10 s by default): at most
+about 70 s after the reader starts waiting. 90 s covers that with room for writing the abort markers."""
+
+
+class OpenTransactionError(MirrorflowError):
+    """A read to the true end stayed blocked by a transaction that neither committed nor aborted."""
 
 
 def read_to_end(
@@ -24,8 +41,11 @@ def read_to_end(
     partitions: Sequence[int] | None = None,
     read_committed: bool = True,
     timeout_s: float = 60.0,
+    wait_s: float = OPEN_TRANSACTION_WAIT_S,
 ) -> Iterator[tuple[int, int, bytes | None, bytes | None, int]]:
-    """Yield (partition, offset, key, value, timestamp_ms) of every record; nothing if the topic is absent."""
+    """Yield (partition, offset, key, value, timestamp_ms) of every record below each partition's high
+    watermark at the call; nothing if the topic is absent. `timeout_s` bounds each metadata request, `wait_s`
+    a stretch without progress (see the module docstring)."""
     reader = make_consumer(
         conf,
         **{
@@ -43,38 +63,144 @@ def read_to_end(
                 raise KafkaOperationError(cluster, f"reading topic '{topic}'", metadata.error)
             return
         wanted = sorted(metadata.partitions) if partitions is None else list(partitions)
-        ends: dict[int, int] = {}
-        for p in wanted:
-            low, high = reader.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s, cached=False)
-            if high > low:
-                ends[p] = high
+        ends = _true_ends(conf, reader if not read_committed else None, topic, wanted, timeout_s)
         if not ends:
             return
         reader.assign([TopicPartition(topic, p, 0) for p in ends])
-        deadline = time.monotonic() + timeout_s
-        pending = dict(ends)
-        while pending:
-            if time.monotonic() > deadline:
-                late = ", ".join(f"{topic}-{p}" for p in sorted(pending))
-                raise KafkaOperationError(
-                    cluster,
-                    f"reading {late} to its end",
-                    KafkaException(KafkaError(KafkaError._TIMED_OUT, "an open transaction kept it from completing")),
-                )
-            for m in reader.consume(num_messages=1000, timeout=0.05):
-                err = m.error()
-                p = m.partition()
-                if err is not None:
-                    if err.code() != KafkaError._PARTITION_EOF:
-                        raise KafkaOperationError(cluster, f"reading {topic}-{p}", err)
-                    if p in pending and m.offset() >= pending[p]:
-                        del pending[p]
-                    continue
-                if p in pending:
-                    yield p, m.offset(), m.key(), m.value(), m.timestamp()[1]
-                    if m.offset() + 1 >= pending[p]:
-                        del pending[p]
+        yield from _consume_to(reader, cluster, topic, ends, wait_s)
     except KafkaException as err:
         raise KafkaOperationError(cluster, f"reading topic '{topic}'", err) from err
     finally:
         reader.close()
+
+
+def _true_ends(
+    conf: Mapping[str, str], uncommitted: Consumer | None, topic: str, partitions: Sequence[int], timeout_s: float
+) -> dict[int, int]:
+    """High watermark per non-empty partition, asked read_uncommitted (a read_committed consumer's answer is the
+    last stable offset): `uncommitted` when the reader is one already, else a short-lived one."""
+    asker = uncommitted or make_consumer(conf, **{"isolation.level": "read_uncommitted"})
+    try:
+        ends: dict[int, int] = {}
+        for p in partitions:
+            low, high = asker.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s, cached=False)
+            if high > low:
+                ends[p] = high
+        return ends
+    finally:
+        if uncommitted is None:
+            asker.close()
+
+
+def _consume_to(
+    reader: Consumer,
+    cluster: str,
+    topic: str,
+    ends: dict[int, int],
+    wait_s: float,
+    starts: Mapping[int, int] | None = None,
+) -> Iterator[tuple[int, int, bytes | None, bytes | None, int]]:
+    """Records below `ends` (from `starts`, default 0); a partition is done when the reader's position reaches
+    its end."""
+    pending = dict(ends)
+    reached = {p: (starts or {}).get(p, 0) for p in ends}  # the reader's position: the next offset it delivers
+    stalled_since = time.monotonic()
+    while pending:
+        moved = False
+        for m in reader.consume(num_messages=1000, timeout=0.05):
+            err = m.error()
+            p = m.partition()
+            if err is not None and err.code() != KafkaError._PARTITION_EOF:
+                raise KafkaOperationError(cluster, f"reading {topic}-{p}", err)
+            if p not in pending:
+                continue
+            position = m.offset() if err is not None else m.offset() + 1
+            if position > reached[p]:
+                reached[p], moved = position, True
+            if err is None and m.offset() < pending[p]:
+                yield p, m.offset(), m.key(), m.value(), m.timestamp()[1]
+            if reached[p] >= pending[p]:
+                del pending[p]
+        if moved:
+            stalled_since = time.monotonic()
+        elif time.monotonic() - stalled_since > wait_s:
+            raise _blocked(cluster, topic, pending, reached, wait_s)
+
+
+class CompactedTail:
+    """Reads partitions of internal topics to their true end again and again, each time only what was added
+    since the last read (MM2's OffsetSyncStore and Kafka Connect's offset store load once, then tail).
+
+    Same rules as `read_to_end`: the end is the high watermark when a read starts, open transactions are waited
+    out for `wait_s`. A partition whose end falls below the position already read (the topic was deleted and
+    re-created) is read again from its start, and `read_new` says so: the caller drops what it had built.
+    """
+
+    def __init__(
+        self, cluster: str, conf: Mapping[str, str], *, timeout_s: float, wait_s: float = OPEN_TRANSACTION_WAIT_S
+    ) -> None:
+        self.cluster, self._timeout_s, self._wait_s = cluster, timeout_s, wait_s
+        settings: dict[str, str | int | bool] = {
+            "enable.partition.eof": True,
+            "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest",
+            "fetch.wait.max.ms": 50,
+        }
+        self._reader = make_consumer(conf, **settings)
+        self._asker = make_consumer(conf, **{"isolation.level": "read_uncommitted"})
+        self._positions: dict[tuple[str, int], int] = {}
+        self.records_read = 0
+        """Records delivered so far, all reads together (what tailing saves shows here)."""
+
+    def read_new(self, topic: str, partition: int) -> tuple[bool, list[tuple[bytes | None, bytes | None]]]:
+        """(restarted, the (key, value) records added since the last call, in log order)."""
+        at = self._positions.get((topic, partition), 0)
+        try:
+            low, high = self._asker.get_watermark_offsets(
+                TopicPartition(topic, partition), timeout=self._timeout_s, cached=False
+            )
+        except KafkaException as err:
+            if err.args[0].code() in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION):
+                return at > 0, []
+            raise KafkaOperationError(self.cluster, f"reading the end of {topic}-{partition}", err) from err
+        restarted = high < at
+        if restarted:
+            at = 0
+        if high <= max(at, low):
+            self._positions[(topic, partition)] = max(at, high)
+            return restarted, []
+        self._reader.assign([TopicPartition(topic, partition, at)])
+        try:
+            found = [
+                (key, value)
+                for _p, _o, key, value, _ts in _consume_to(
+                    self._reader, self.cluster, topic, {partition: high}, self._wait_s, {partition: at}
+                )
+            ]
+        except KafkaException as err:
+            raise KafkaOperationError(self.cluster, f"reading {topic}-{partition}", err) from err
+        self._positions[(topic, partition)] = high
+        self.records_read += len(found)
+        return restarted, found
+
+    def close(self) -> None:
+        self._reader.close()
+        self._asker.close()
+
+
+def _blocked(
+    cluster: str, topic: str, pending: Mapping[int, int], reached: Mapping[int, int], wait_s: float
+) -> OpenTransactionError:
+    held = "; ".join(f"{topic}-{p} at offset {reached[p]} (its end is {end})" for p, end in sorted(pending.items()))
+    first = min(pending)
+    return OpenTransactionError(
+        f"reading {topic} on cluster '{cluster}' to its end made no progress for {wait_s:.0f} s: a transaction "
+        f"that is still open holds {held}. Its writer (a copy task that was killed, hangs or is partitioned "
+        f"away) neither committed nor aborted it, and what follows it cannot be read yet. Kafka aborts it once "
+        f"the writer's transaction.timeout.ms has passed (60 s for Mirrorflow's copies unless the flow's producer "
+        f"settings raise it): run this again then. "
+        f"To see the writer: kafka-transactions.sh --bootstrap-server <{cluster}> describe-producers "
+        f"--topic {topic} --partition {first}; to abort it now (only if that writer is gone for good): "
+        f"kafka-transactions.sh --bootstrap-server <{cluster}> abort --topic {topic} --partition {first} "
+        f"--start-offset {reached[first]}. Nothing was read past it."
+    )

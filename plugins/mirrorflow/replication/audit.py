@@ -229,7 +229,8 @@ def summarise(topics: Sequence[TopicAudit], latency: dict[str, Any]) -> dict[str
 
 
 def committed_progress(flow: Flow, timeout_s: float) -> dict[tuple[str, int], int]:
-    """`next_upstream` per source partition from the flow's progress topic on the target."""
+    """`next_upstream` per source partition from the flow's progress topic on the target (progress alone; the
+    audit itself takes it with the map, from one cut)."""
     topic = progress_topic(flow.source, internal_separator(flow))
     conf = flow.target_consumer.librdkafka()
     found: dict[tuple[str, int], int] = {}
@@ -250,8 +251,9 @@ def audit_flow(flow: Flow, *, topics: str | None = None, timeout_s: float | None
     with FlowClients(flow) as clients:
         plan = discover(flow, clients)
     selected = [t for t in plan.replicated() if wanted is None or wanted.fullmatch(t.topic)]
-    progress = committed_progress(flow, timeout)
+    # Progress and map from one cut (`read_offset_maps`): what counts as copied is what the map covers.
     maps = load_offset_maps(flow, topics=[t.topic for t in selected], timeout_s=timeout)
+    progress = {tp: stored.next_upstream for tp, stored in maps.progress.items()}
     results = [_audit_topic(flow, t.topic, t.remote_topic, progress, maps, timeout) for t in selected]
     append = [ms for r in results for ms in r.latencies_ms]
     metrics: list[dict[str, float]] | None = None

@@ -38,6 +38,7 @@ from mirrorflow.replication.offset_translation import (
     learn_leading_gaps,
     load_offset_maps,
 )
+from mirrorflow.replication.state_tail import OffsetMapTail
 
 log = logging.getLogger(__name__)
 
@@ -177,10 +178,12 @@ def emit_checkpoints(
     clients: FlowClients | None = None,
     *,
     store: CheckpointStore | None = None,
+    state: OffsetMapTail | None = None,
     dry_run: bool = False,
 ) -> CheckpointReport:
     """One emission round. Pass the same `store` to every round of a long run (MM2 loads it once at start);
-    without one the checkpoints topic is read first. The store is updated with what is written."""
+    without one the checkpoints topic is read first. The store is updated with what is written. Likewise pass
+    the same `state` to every round: the offset maps are then tailed instead of read from the beginning."""
     policy = flow.policy()
     topic = policy.checkpoints_topic(flow.source)
     if not flow.emit_checkpoints_enabled:
@@ -192,7 +195,11 @@ def emit_checkpoints(
         rules = FlowRules.of(flow)
         listed_ms = time.time_ns() // 1_000_000
         offsets = find_groups(flow, clients, rules)
-        maps = load_offset_maps(flow, topics={t for o in offsets.values() for t, _ in o}, timeout_s=clients.timeout_s)
+        topics = {t for o in offsets.values() for t, _ in o}
+        if state is None:
+            maps = load_offset_maps(flow, topics=topics, timeout_s=clients.timeout_s)
+        else:
+            maps = state.load(topics=topics)
         positions = [(t, p, o.offset) for group in offsets.values() for (t, p), o in group.items()]
         learn_leading_gaps(flow, maps, positions, clients.source_admin, clients.timeout_s)
         if store is None:

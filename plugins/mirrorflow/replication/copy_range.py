@@ -10,8 +10,8 @@ Exactly-once (the default), per batch of records:
   3. records are produced (same partition, key, value, headers, timestamp), flushed to learn their downstream
      offsets, and the offset-map segments and the progress record are produced in the same transaction;
   4. the transaction commits: records, map and progress become visible together or not at all.
-At-least-once: an idempotent producer; progress and segments are written after the records are flushed, so a
-crash in between re-copies at most that batch.
+At-least-once: an idempotent producer; the segments are written after the records are flushed, and the progress
+only after the segments are confirmed (`copy_commit`), so a crash or a refused write re-copies at most that batch.
 
 A transaction closes at `batch_records`, `batch_bytes` or `batch_ms`, and in continuous mode also as soon as the
 reader has caught up with the source (MM2's exactly-once source tasks commit per poll the same way): a copy that
@@ -37,12 +37,13 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from mirrorflow.core.errors import MirrorflowError
-from mirrorflow.core.offset_map import Segment, encode_segment, encode_segment_key
+from mirrorflow.core.offset_map import Segment
 from mirrorflow.core.offset_sync import OffsetSync
-from mirrorflow.core.progress import Progress, encode_progress
+from mirrorflow.core.progress import Progress
 from mirrorflow.kafka.metrics_store import MetricsPublisher
 from mirrorflow.kafka.offsets import partition_bounds
 from mirrorflow.kafka.transfer import Batch, PartitionReader, TargetWriter
+from mirrorflow.replication.copy_commit import commit_batch
 from mirrorflow.replication.copy_setup import (
     load_metric_bytes,
     load_progress,
@@ -234,32 +235,11 @@ def _copy(
             if moved is not None and moved > seen_log_start:
                 seen_log_start = moved
                 held_syncs += prune(offset_map, moved, lag) or []
-            changes = offset_map.unflushed()
-            for segment in changes.upserts:
-                key, value = encode_segment(task.topic, task.partition, segment)
-                writer.produce(task.offset_map_topic, 0, key, value)
-            for upstream_start in changes.deletes:
-                writer.produce(
-                    task.offset_map_topic,
-                    0,
-                    encode_segment_key(task.topic, task.partition, upstream_start),
-                    None,
-                )
             result.records += len(upstreams)
-            key, value = encode_progress(
-                Progress(
-                    task.topic,
-                    task.partition,
-                    consumed_to,
-                    down_end,
-                    copied_before + result.records,
-                    epoch,
-                    now_ms,
-                )
+            progress_now = Progress(
+                task.topic, task.partition, consumed_to, down_end, copied_before + result.records, epoch, now_ms
             )
-            writer.produce(task.progress_topic, 0, key, value)
-            writer.commit()
-            offset_map.mark_flushed(changes)
+            commit_batch(writer, task, offset_map, progress_now)
             committed_to = consumed_to
             prune_pending = False
             result.transactions += 1 if upstreams else 0

@@ -21,7 +21,13 @@ log = logging.getLogger(__name__)
 
 
 def load_progress(task: CopyTask) -> Progress | None:
-    """The committed progress of the task's partition, read after fencing so it is final."""
+    """The committed progress of the task's partition, read after fencing so it is final.
+
+    `read_to_end` reads to the true end, waiting for other tasks' open transactions on the shared partition:
+    a progress record of ours committed after one of them is never missed (that would copy again what was
+    committed). This and `load_segments` may run in parallel and still form one cut: after fencing, no writer
+    can change this partition's progress or segments between the two reads.
+    """
     latest: Progress | None = None
     for _p, _o, key, value, _ts in read_to_end(
         task.target, task.target_consumer, task.progress_topic, partitions=[0], timeout_s=task.timeout_s

@@ -73,9 +73,13 @@ class FlowOffsetMaps:
     starts, and such offsets then translate to the first copy, as any other gap does.
     """
 
-    def __init__(self, maps: Mapping[TopicPartition, OffsetMap]) -> None:
+    def __init__(
+        self, maps: Mapping[TopicPartition, OffsetMap], *, progress: Mapping[TopicPartition, Progress] | None = None
+    ) -> None:
         self._maps = dict(maps)
         self._log_starts: dict[TopicPartition, int] = {}
+        self.progress = dict(progress or {})
+        """The committed progress the maps were read with (the same cut), by source partition."""
 
     def __len__(self) -> int:
         return len(self._maps)
@@ -132,6 +136,10 @@ def learn_leading_gaps(
         maps.learn_log_starts(list_offsets(source_admin, flow.source, below, latest=False, timeout_s=timeout_s))
 
 
+SegmentStore = dict[TopicPartition, dict[int, Segment]]
+"""The live segments per source partition, by upstream start."""
+
+
 def assemble_offset_maps(
     segment_records: Iterable[RawRecord],
     progress_records: Iterable[RawRecord],
@@ -143,40 +151,70 @@ def assemble_offset_maps(
     Later records win: a rewritten key replaces the segment, a tombstone deletes it, and a segment that starts
     inside an older one (an at-least-once copy that resumed from an older progress record and copied the
     tail again) cuts the older ones at its start, because the later copy is the one a consumer reads.
+    The progress is the cut (see `read_offset_maps`): a partition without a progress record is not translated,
+    and segments beyond its progress are cut off (`_cut`).
     """
+    segments: SegmentStore = {}
+    apply_segment_records(segments, segment_records, topics=topics)
+    progress = latest_progress(progress_records, topics=topics)
+    maps: dict[TopicPartition, OffsetMap] = {}
+    for tp, p in sorted(progress.items()):
+        restored = restore_at_progress(tp, segments.get(tp, {}).values(), p)
+        if restored is not None:
+            maps[tp] = restored
+    return maps
+
+
+def apply_segment_records(
+    segments: SegmentStore, records: Iterable[RawRecord], *, topics: Collection[str] | None = None
+) -> set[TopicPartition]:
+    """Apply offset-map records (log order) to `segments`; the partitions they touched."""
     wanted = None if topics is None else set(topics)
-    segments: dict[TopicPartition, dict[int, Segment]] = {}
-    for key, value in segment_records:
+    touched: set[TopicPartition] = set()
+    for key, value in records:
         if key is None:
             continue
         if value is None:
             topic, partition, start = decode_segment_key(key)
             if wanted is None or topic in wanted:
                 segments.get((topic, partition), {}).pop(start, None)
+                touched.add((topic, partition))
             continue
         topic, partition, segment = decode_segment(key, value)
         if wanted is not None and topic not in wanted:
             continue
         _put_segment(segments.setdefault((topic, partition), {}), segment)
-    progress: dict[TopicPartition, Progress] = {}
-    for key, value in progress_records:
-        if key is None or value is None:
+        touched.add((topic, partition))
+    return touched
+
+
+def restore_at_progress(tp: TopicPartition, segments: Iterable[Segment], progress: Progress) -> OffsetMap | None:
+    """The partition's map cut at its progress (`_cut`); None (logged) when the segments cannot form one."""
+    try:
+        return OffsetMap.restore(
+            _cut(segments, progress.next_upstream),
+            next_upstream=progress.next_upstream,
+            downstream_end=progress.downstream_end,
+        )
+    except ValueError as err:
+        log.warning("offset map of %s-%d cannot be rebuilt, it is not translated: %s", tp[0], tp[1], err)
+        return None
+
+
+def _cut(segments: Iterable[Segment], next_upstream: int) -> list[Segment]:
+    """The segments below the progress' consumed end. The reader's cut is the progress: what lies beyond it
+    belongs to batches committed after the progress was read (exactly-once), or to an at-least-once batch whose
+    progress was never stored, which the next run copies again. Either way its gaps are not known yet, so
+    offsets there translate as ahead of the copy, to the progress' replicated end: conservative, never past a
+    record the group has not read."""
+    kept: list[Segment] = []
+    for segment in segments:
+        if segment.upstream_start >= next_upstream:
             continue
-        record = decode_progress(key, value)
-        if wanted is None or record.topic in wanted:
-            progress[(record.topic, record.partition)] = record
-    maps: dict[TopicPartition, OffsetMap] = {}
-    for tp in sorted({tp for tp, stored in segments.items() if stored} | set(progress)):
-        p = progress.get(tp)
-        try:
-            maps[tp] = OffsetMap.restore(
-                segments.get(tp, {}).values(),
-                next_upstream=p.next_upstream if p else None,
-                downstream_end=p.downstream_end if p else None,
-            )
-        except ValueError as err:
-            log.warning("offset map of %s-%d cannot be rebuilt, it is not translated: %s", tp[0], tp[1], err)
-    return maps
+        if segment.upstream_end > next_upstream:
+            segment = Segment(segment.upstream_start, segment.downstream_start, next_upstream - segment.upstream_start)
+        kept.append(segment)
+    return kept
 
 
 def _put_segment(stored: dict[int, Segment], segment: Segment) -> None:
@@ -218,12 +256,28 @@ def read_offset_maps(
         for _p, _o, key, value, _ts in read_to_end(cluster, conf, topic, partitions=[0], timeout_s=timeout_s):
             yield key, value
 
-    maps = assemble_offset_maps(
-        records(offset_map_topic(source_alias, separator)),
-        records(progress_topic(source_alias, separator)),
-        topics=topics,
-    )
-    return FlowOffsetMaps(maps)
+    # One cut (docs/offsets.md): the progress first, to its true end, and only then the map to its own. Every
+    # transaction whose progress record was read had committed by then, and it wrote its map segments before
+    # committing, so they lie below the map's end: no committed batch is missing from the map. Transactions that
+    # commit in between add map segments beyond their (unread) progress, which `OffsetMap.restore` rewinds.
+    progress = list(records(progress_topic(source_alias, separator)))
+    maps = assemble_offset_maps(records(offset_map_topic(source_alias, separator)), progress, topics=topics)
+    return FlowOffsetMaps(maps, progress=latest_progress(progress, topics=topics))
+
+
+def latest_progress(
+    progress_records: Iterable[RawRecord], *, topics: Collection[str] | None = None
+) -> dict[TopicPartition, Progress]:
+    """The last progress record per source partition (only for `topics` if given)."""
+    wanted = None if topics is None else set(topics)
+    progress: dict[TopicPartition, Progress] = {}
+    for key, value in progress_records:
+        if key is None or value is None:
+            continue
+        record = decode_progress(key, value)
+        if wanted is None or record.topic in wanted:
+            progress[(record.topic, record.partition)] = record
+    return progress
 
 
 class CheckpointStore:
