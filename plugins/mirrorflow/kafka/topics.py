@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -56,6 +56,37 @@ def list_topic_partitions(admin: AdminClient, cluster: str, timeout_s: float) ->
     except KafkaException as err:
         raise KafkaOperationError(cluster, "listing topics", err, client=admin) from err
     return {name: len(t.partitions) for name, t in metadata.topics.items() if t.error is None}
+
+
+def topic_ids(admin: AdminClient, cluster: str, topics: Sequence[str], timeout_s: float) -> dict[str, str]:
+    """Kafka's topic ID of each topic (KIP-516), as Kafka prints it, in one DescribeTopics request. A topic that
+    does not exist, that this client may not describe, or whose broker predates topic IDs (the zero UUID) is
+    left out: its identity is unknown, which callers must treat as "cannot check", never as a match."""
+    if not topics:
+        return {}
+    futures = admin.describe_topics(TopicCollection(list(topics)), request_timeout=timeout_s)
+    found: dict[str, str] = {}
+    for name, future in futures.items():
+        try:
+            description = future.result()
+        except KafkaException as err:
+            if error_code(err) in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.TOPIC_AUTHORIZATION_FAILED):
+                continue
+            raise KafkaOperationError(cluster, f"describing topic '{name}'", err, client=admin) from err
+        topic_id = description.topic_id
+        if topic_id is not None and (topic_id.get_most_significant_bits() or topic_id.get_least_significant_bits()):
+            found[name] = str(topic_id)
+    return found
+
+
+def delete_topic(admin: AdminClient, cluster: str, name: str, timeout_s: float) -> None:
+    """Delete one topic and wait for the controller to accept it (the log is removed asynchronously)."""
+    future = admin.delete_topics([name], request_timeout=timeout_s, operation_timeout=timeout_s)[name]
+    try:
+        future.result()
+    except KafkaException as err:
+        if error_code(err) != KafkaError.UNKNOWN_TOPIC_OR_PART:
+            raise KafkaOperationError(cluster, f"deleting topic '{name}'", err, client=admin) from err
 
 
 def create_topics(

@@ -3,6 +3,12 @@
 A range is never split across tasks, so per-partition order holds whatever Spark does. The end offset of an
 interval run is the source end seen now (the last stable offset in exactly-once mode, so that a read_committed
 reader can reach it); resume points are not decided here but by each task after it has fenced older attempts.
+
+Topic identity is looked up here too: one DescribeTopics request per cluster and run gives every task the IDs of
+its source and remote topics, which its progress records. That is cheaper than a lookup per task (an admin
+client and a round trip for each of thousands of partitions, on executors that otherwise need no admin client),
+and as correct: a task checks the recorded IDs against the planned ones before it reads any record, and a topic
+re-created after planning gets a new ID that the next run's planning sees (docs/copy.md, "A topic re-created").
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from mirrorflow.core.offset_map import offset_map_topic
 from mirrorflow.core.progress import progress_topic
 from mirrorflow.kafka.clients import admin_client
 from mirrorflow.kafka.offsets import list_offsets
+from mirrorflow.kafka.topics import topic_ids
 from mirrorflow.replication.copy_task import CopyResult, CopyTask
 from mirrorflow.replication.discovery import FlowPlan
 from mirrorflow.replication.metrics import metrics_topic
@@ -46,9 +53,13 @@ def plan_copy(
     interval: bool,
     run_seconds: float | None = None,
     end_offsets: Mapping[tuple[str, int], int] | None = None,
+    identities: Mapping[str, tuple[str, str]] | None = None,
 ) -> list[CopyTask]:
-    """The copy tasks of one run; `interval` copies up to the source end seen now, else runs `run_seconds`."""
+    """The copy tasks of one run; `interval` copies up to the source end seen now, else runs `run_seconds`.
+    `identities` ({source topic: (source topic ID, remote topic ID)}) is looked up when not given."""
     exactly_once = flow.delivery == "exactly-once"
+    if identities is None:
+        identities = planned_identities(flow, topics)
     if interval and end_offsets is None:
         admin = admin_client(flow.source_admin.librdkafka())
         wanted = [(t.topic, p) for t in topics for p in range(t.partitions)]
@@ -101,9 +112,23 @@ def plan_copy(
                     metrics_topic=metrics_topic(flow.source, sep),
                     metrics_replication_factor=flow.checkpoints_topic_replication_factor,
                     transforms=None if flow.transforms.empty else flow.transforms,
+                    source_topic_id=identities.get(t.topic, ("", ""))[0],
+                    remote_topic_id=identities.get(t.topic, ("", ""))[1],
                 )
             )
     return tasks
+
+
+def planned_identities(flow: Flow, topics: list[SourcePartitions]) -> dict[str, tuple[str, str]]:
+    """{source topic: (its topic ID, its remote topic's ID)}, "" where unknown; one request per cluster."""
+    if not topics:
+        return {}
+    timeout_s = flow.admin_timeout_ms / 1000
+    source = topic_ids(admin_client(flow.source_admin.librdkafka()), flow.source, [t.topic for t in topics], timeout_s)
+    remote = topic_ids(
+        admin_client(flow.target_admin.librdkafka()), flow.target, [t.remote_topic for t in topics], timeout_s
+    )
+    return {t.topic: (source.get(t.topic, ""), remote.get(t.remote_topic, "")) for t in topics}
 
 
 def spread(tasks: list[CopyTask], slots: int, most_per_task: int) -> list[list[CopyTask]]:

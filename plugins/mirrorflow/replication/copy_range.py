@@ -44,6 +44,8 @@ from mirrorflow.kafka.metrics_store import MetricsPublisher
 from mirrorflow.kafka.offsets import partition_bounds
 from mirrorflow.kafka.transfer import Batch, PartitionReader, TargetWriter
 from mirrorflow.replication.copy_setup import (
+    check_identity,
+    identity_upgrade_pending,
     load_metric_bytes,
     load_progress,
     load_segments,
@@ -118,6 +120,7 @@ def _copy(
     reader: PartitionReader | None = None
     metrics: tuple[PartitionMetrics, MetricsPublisher] | None = None
     try:
+        source_id, remote_id = identity = check_identity(task, progress)
         start = resolve_start(task, progress, log_start, log_end)
         epoch = progress.epoch + 1 if progress else 0
         copied_before = progress.records_copied if progress else 0
@@ -126,6 +129,7 @@ def _copy(
         lag = task.offset_lag_max
         held_syncs = prune(offset_map, log_start, lag) or []
         prune_pending = bool(held_syncs) or bool(offset_map.unflushed().deletes)
+        prune_pending = prune_pending or identity_upgrade_pending(progress, identity)  # commit once: record IDs
         seen_log_start = log_start
         result = CopyResult(task.topic, task.partition, task.remote_topic, start, start, down_end)
         if task.end is not None and start >= task.end and not prune_pending:
@@ -255,6 +259,8 @@ def _copy(
                     copied_before + result.records,
                     epoch,
                     now_ms,
+                    source_id,
+                    remote_id,
                 )
             )
             writer.produce(task.progress_topic, 0, key, value)
