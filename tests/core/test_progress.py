@@ -44,7 +44,8 @@ def test_exact_bytes() -> None:
         + "00000002"  # epoch
         + "0000018bcfe56800"  # timestamp ms
         + "000000000000007b00000000000001c8"  # source topic ID
-        + "ff" * 15 + "ff"  # remote topic ID
+        + "ff" * 15
+        + "ff"  # remote topic ID
     )
     assert len(value) == 70
     assert decode_progress(key, value) == p
@@ -67,7 +68,17 @@ def test_version_0_records_of_the_previous_release_still_decode() -> None:
     assert decode_progress(key, value) == Progress("orders", 3, 1234, 1199, 1000, 2, 1700000000000, "", "")
 
 
-@pytest.mark.parametrize("topic_id", ["AAAAAAAAAAAAAAAAAAAAAA", "short", "not base64 at all!!!!!", "AAAAAAAAAHsAAAAAAAAByAAA"])
+@pytest.mark.parametrize(
+    "topic_id",
+    [
+        "AAAAAAAAAAAAAAAAAAAAAA",  # the zero UUID
+        "short",
+        "not base64 at all!!!!!",
+        "AAAAAAAAAHsAAAAAAAAByAAA",  # too long
+        "OI6UnZycQMS6xYg6JKz+xA",  # standard base64 (confluent-kafka's str): not Kafka's form
+        "AAAAAAAAAHsAAAAAAAAByB",  # trailing bits set: not a canonical encoding of 16 bytes
+    ],
+)
 def test_malformed_topic_ids_are_rejected(topic_id: str) -> None:
     with pytest.raises(ValueError):
         Progress("t", 0, 0, 0, 0, 0, 0, topic_id)

@@ -1,6 +1,7 @@
 """Topic identity on real brokers: a source topic deleted and re-created (a new topic ID) is never resumed
-mid-topic. The copy stops with the recovery command, `mirrorflow reset` makes the next copy start afresh, and the
-audit then finds every record of the new topic copied once."""
+mid-topic, a re-created remote topic is never written at the old one's offsets; the copy stops with the recovery
+command, `reset_topic` makes the next copy start afresh, and the audit then finds every record of the new topic
+copied exactly once. Progress records of the previous format (no IDs) keep working and are upgraded."""
 
 from __future__ import annotations
 
@@ -8,11 +9,24 @@ from collections.abc import Callable
 
 import pytest
 from confluent_kafka import Producer
-from tests.kafka_helpers import KafkaKit, recreate_topic
-from tests.replication.helpers import KEEP_FOREVER, a_to_b, copy_all, create_copy_topics
+from tests.kafka_helpers import KafkaKit, read_partition, recreate_topic
+from tests.replication.helpers import (
+    KEEP_FOREVER,
+    PROGRESS_TOPIC,
+    a_to_b,
+    copy_all,
+    create_copy_topics,
+    stored_map,
+    stored_progress,
+    translate_by_hand,
+)
 
-from mirrorflow.config.model import MirrorConfig
+from mirrorflow.config.model import Flow, MirrorConfig
 from mirrorflow.core.errors import MirrorflowError
+from mirrorflow.core.progress import encode_progress
+from mirrorflow.kafka.topics import topic_ids
+from mirrorflow.replication.audit import audit_flow
+from mirrorflow.replication.topic_reset import reset_topic
 
 pytestmark = pytest.mark.integration
 
@@ -23,19 +37,104 @@ def produce(producer: Producer, topic: str, count: int, tag: str) -> None:
     assert producer.flush(30) == 0
 
 
-def test_a_source_topic_recreated_with_more_records_stops_the_copy(
-    write_config: Callable[..., MirrorConfig], kafka: KafkaKit
-) -> None:
-    topic = kafka.topic("recreated")
+def copied_then_recreated(write_config: Callable[..., MirrorConfig], kafka: KafkaKit, name: str) -> tuple[Flow, str]:
+    """100 records copied, then the source topic deleted and re-created with 300 other records."""
+    topic = kafka.topic(name)
     create_copy_topics(kafka.admin, topic, 1, KEEP_FOREVER)
-    flow = a_to_b(write_config)
+    flow = a_to_b(write_config, topics=topic)
     produce(kafka.producer("A"), topic, 100, "old")
     assert copy_all(flow, topic) == 100
-
     recreate_topic(kafka.admin("A"), topic, 1, KEEP_FOREVER)
     produce(kafka.producer("A"), topic, 300, "new")
+    return flow, topic
+
+
+def audit_counts(flow: Flow, topic: str) -> dict[str, int]:
+    report = audit_flow(flow, topics=topic, timeout_s=30)
+    return {k: v for k, v in report["topics"][0].items() if isinstance(v, int)}
+
+
+def test_a_source_topic_recreated_with_more_records_stops_then_reset_copies_it_afresh(
+    write_config: Callable[..., MirrorConfig], kafka: KafkaKit
+) -> None:
+    flow, topic = copied_then_recreated(write_config, kafka, "recreated")
+    new_id = topic_ids(kafka.admin("A"), "A", [topic], 30)[topic]
+    old_id = stored_progress(flow, topic).source_topic_id
+
     with pytest.raises(MirrorflowError) as stopped:
         copy_all(flow, topic)
     message = str(stopped.value)
-    assert topic in message and "re-created" in message
-    assert f"mirrorflow reset" in message and f"--topic {topic}" in message
+    assert f"source topic '{topic}'" in message and "re-created" in message
+    assert old_id in message and new_id in message and old_id != new_id
+    assert f"mirrorflow reset CONFIG --flow 'A->B' --topic {topic}" in message
+    assert stored_progress(flow, topic).next_upstream == 100, "nothing was copied"
+
+    report = reset_topic(flow, topic)
+    assert (report.progress_records, report.segments, report.fresh_starts) == (1, 1, {0: (0, 101)})
+
+    assert copy_all(flow, topic) == 300
+    target = [m.value() for m in read_partition(kafka.consumer("B"), f"A.{topic}", 0)]
+    assert target == [f"old-{i}".encode() for i in range(100)] + [f"new-{i}".encode() for i in range(300)]
+    counts = audit_counts(flow, topic)
+    assert (counts["lost"], counts["duplicated"], counts["not_yet_copied"]) == (0, 0, 0)
+    assert counts["unexpected"] == 100, "the old topic's records, kept on the remote topic as the reset said"
+    source = [m.offset() for m in read_partition(kafka.consumer("A"), topic, 0)]
+    remote = [m.offset() for m in read_partition(kafka.consumer("B"), f"A.{topic}", 0)][100:]
+    pairs = list(zip(source, remote, strict=True))
+    offset_map = stored_map(flow, topic)
+    assert offset_map.downstream_end is not None
+    for upstream in range(0, source[-1] + 2):
+        assert offset_map.translate(upstream) == translate_by_hand(pairs, upstream, offset_map.downstream_end)
+
+
+def test_a_remote_topic_recreated_stops_the_copy_instead_of_crash_looping(
+    write_config: Callable[..., MirrorConfig], kafka: KafkaKit
+) -> None:
+    """The recovery the copy used to recommend (delete the remote topic and the progress) crash-looped on the
+    surviving offset-map segments. Now a re-created remote topic is named, and the reset recovers it."""
+    topic = kafka.topic("remote-recreated")
+    create_copy_topics(kafka.admin, topic, 1, KEEP_FOREVER)
+    flow = a_to_b(write_config, topics=topic)
+    produce(kafka.producer("A"), topic, 100, "v")
+    assert copy_all(flow, topic) == 100
+    recreate_topic(kafka.admin("B"), f"A.{topic}", 1, KEEP_FOREVER)
+
+    with pytest.raises(MirrorflowError, match=f"remote topic 'A.{topic}' on 'B' was deleted and re-created"):
+        copy_all(flow, topic)
+    assert reset_topic(flow, topic).fresh_starts == {0: (0, 0)}
+    assert copy_all(flow, topic) == 100
+    counts = audit_counts(flow, topic)
+    assert (counts["lost"], counts["duplicated"], counts["unexpected"], counts["checked"]) == (0, 0, 0, 100)
+
+
+def test_progress_of_the_previous_format_continues_and_is_upgraded(
+    write_config: Callable[..., MirrorConfig], kafka: KafkaKit
+) -> None:
+    """A flow copied by the previous release (version-0 progress, no IDs) continues with nothing lost or copied
+    twice; its progress gains the topic IDs on the next commit, even with nothing new to copy, so a later
+    re-creation is caught."""
+    topic = kafka.topic("v0")
+    create_copy_topics(kafka.admin, topic, 1, KEEP_FOREVER)
+    flow = a_to_b(write_config, topics=topic)
+    produce(kafka.producer("A"), topic, 100, "a")
+    assert copy_all(flow, topic) == 100
+    current = stored_progress(flow, topic)
+    key, value = encode_progress(current)
+    v0 = b"\x00\x00" + value[2:38]  # what the previous release wrote: same fields, no IDs
+    producer = kafka.producer("B")
+    producer.produce(PROGRESS_TOPIC, key=key, value=v0, partition=0)
+    assert producer.flush(30) == 0
+    assert stored_progress(flow, topic).source_topic_id == ""
+
+    assert copy_all(flow, topic) == 0
+    upgraded = stored_progress(flow, topic)
+    assert (upgraded.source_topic_id, upgraded.remote_topic_id) == (current.source_topic_id, current.remote_topic_id)
+    assert (upgraded.next_upstream, upgraded.downstream_end) == (100, current.downstream_end)
+    produce(kafka.producer("A"), topic, 50, "b")
+    assert copy_all(flow, topic) == 50
+    counts = audit_counts(flow, topic)
+    assert (counts["lost"], counts["duplicated"], counts["unexpected"], counts["checked"]) == (0, 0, 0, 150)
+    recreate_topic(kafka.admin("A"), topic, 1, KEEP_FOREVER)
+    produce(kafka.producer("A"), topic, 300, "c")
+    with pytest.raises(MirrorflowError, match="re-created"):
+        copy_all(flow, topic)

@@ -38,6 +38,7 @@ _INT32 = struct.Struct(">i")
 _VALUES = {0: struct.Struct(">hqqqiq"), 1: struct.Struct(">hqqqiq16s16s")}
 _INT16 = struct.Struct(">h")
 _NO_ID = bytes(16)
+_URL_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
 _INT32_MAX = 2**31 - 1
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
@@ -94,14 +95,16 @@ def topic_id_bytes(topic_id: str) -> bytes:
     """The 16 bytes of a topic ID as Kafka prints it; "" (unknown) is the zero UUID."""
     if not topic_id:
         return _NO_ID
-    try:
-        raw = base64.urlsafe_b64decode(topic_id + "=" * (-len(topic_id) % 4))
-    except (binascii.Error, ValueError):
-        raw = b""
-    if len(raw) != 16:
+    raw = b""
+    if len(topic_id) == 22 and set(topic_id) <= _URL_SAFE:
+        try:
+            raw = base64.urlsafe_b64decode(topic_id + "==")
+        except (binascii.Error, ValueError):
+            raw = b""
+    if len(raw) != 16 or topic_id_text(raw) != topic_id:
         raise ValueError(f"topic ID {topic_id!r} is not a Kafka topic ID (22 characters of URL-safe base64)")
     if raw == _NO_ID:
-        raise ValueError("the zero UUID is not a topic ID; write the unknown ID as \"\"")
+        raise ValueError('the zero UUID is not a topic ID; write the unknown ID as ""')
     return raw
 
 

@@ -17,6 +17,7 @@ from confluent_kafka.admin import (
 )
 from confluent_kafka.admin import ConfigEntry as _KafkaConfigEntry
 
+from mirrorflow.core.progress import topic_id_text
 from mirrorflow.kafka.errors import KafkaOperationError, error_code
 
 
@@ -59,9 +60,9 @@ def list_topic_partitions(admin: AdminClient, cluster: str, timeout_s: float) ->
 
 
 def topic_ids(admin: AdminClient, cluster: str, topics: Sequence[str], timeout_s: float) -> dict[str, str]:
-    """Kafka's topic ID of each topic (KIP-516), as Kafka prints it, in one DescribeTopics request. A topic that
-    does not exist, that this client may not describe, or whose broker predates topic IDs (the zero UUID) is
-    left out: its identity is unknown, which callers must treat as "cannot check", never as a match."""
+    """Kafka's topic ID of each topic (KIP-516), as Kafka prints it, in one DescribeTopics request. A topic this
+    client may not describe, or whose broker predates topic IDs (the zero UUID), maps to "" (unknown: callers
+    must treat it as "cannot check", never as a match); a topic the broker does not know (yet) is left out."""
     if not topics:
         return {}
     futures = admin.describe_topics(TopicCollection(list(topics)), request_timeout=timeout_s)
@@ -70,12 +71,22 @@ def topic_ids(admin: AdminClient, cluster: str, topics: Sequence[str], timeout_s
         try:
             description = future.result()
         except KafkaException as err:
-            if error_code(err) in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.TOPIC_AUTHORIZATION_FAILED):
+            if error_code(err) == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                found[name] = ""
+                continue
+            if error_code(err) == KafkaError.UNKNOWN_TOPIC_OR_PART:
                 continue
             raise KafkaOperationError(cluster, f"describing topic '{name}'", err, client=admin) from err
         topic_id = description.topic_id
-        if topic_id is not None and (topic_id.get_most_significant_bits() or topic_id.get_least_significant_bits()):
-            found[name] = str(topic_id)
+        if topic_id is None:
+            found[name] = ""
+            continue
+        # confluent-kafka prints standard base64; Kafka (and the progress record's text form) the URL-safe one.
+        raw = b"".join(
+            bits.to_bytes(8, "big", signed=True)
+            for bits in (topic_id.get_most_significant_bits(), topic_id.get_least_significant_bits())
+        )
+        found[name] = topic_id_text(raw)  # "" for the zero UUID
     return found
 
 

@@ -13,6 +13,7 @@ re-created after planning gets a new ID that the next run's planning sees (docs/
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -25,6 +26,8 @@ from mirrorflow.kafka.topics import topic_ids
 from mirrorflow.replication.copy_task import CopyResult, CopyTask
 from mirrorflow.replication.discovery import FlowPlan
 from mirrorflow.replication.metrics import metrics_topic
+
+IDENTITY_RETRY_S = 10.0  # how long a topic discovery listed may stay unknown to DescribeTopics
 
 
 @dataclass(frozen=True)
@@ -123,12 +126,23 @@ def planned_identities(flow: Flow, topics: list[SourcePartitions]) -> dict[str, 
     """{source topic: (its topic ID, its remote topic's ID)}, "" where unknown; one request per cluster."""
     if not topics:
         return {}
-    timeout_s = flow.admin_timeout_ms / 1000
-    source = topic_ids(admin_client(flow.source_admin.librdkafka()), flow.source, [t.topic for t in topics], timeout_s)
-    remote = topic_ids(
-        admin_client(flow.target_admin.librdkafka()), flow.target, [t.remote_topic for t in topics], timeout_s
-    )
+    source = _ids_of(flow, flow.source, flow.source_admin.librdkafka(), [t.topic for t in topics])
+    remote = _ids_of(flow, flow.target, flow.target_admin.librdkafka(), [t.remote_topic for t in topics])
     return {t.topic: (source.get(t.topic, ""), remote.get(t.remote_topic, "")) for t in topics}
+
+
+def _ids_of(flow: Flow, cluster: str, conf: Mapping[str, str], names: list[str]) -> dict[str, str]:
+    """`topic_ids`, asked again for a few seconds about topics the broker does not know yet: discovery listed
+    them, and a topic just (re-)created can be missing from a broker's metadata for a moment. Unknown for good
+    (deleted since), a topic is left out; its copy fails on its own."""
+    admin = admin_client(conf)
+    timeout_s = flow.admin_timeout_ms / 1000
+    found = topic_ids(admin, cluster, names, timeout_s)
+    deadline = time.monotonic() + min(timeout_s, IDENTITY_RETRY_S)
+    while len(found) < len(set(names)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+        found.update(topic_ids(admin, cluster, [n for n in names if n not in found], timeout_s))
+    return found
 
 
 def spread(tasks: list[CopyTask], slots: int, most_per_task: int) -> list[list[CopyTask]]:
