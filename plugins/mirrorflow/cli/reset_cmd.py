@@ -70,10 +70,9 @@ def _print(report: ResetReport) -> None:
         typer.echo(f"  partition {p} was recorded for source {source_id or 'unknown'}, remote {remote_id or 'unknown'}")
     if report.delete_remote_topic:
         action = "deleted" if report.remote_topic_deleted else ("would be deleted" if report.dry_run else "absent")
-        typer.echo(f"  remote topic {report.remote_topic}: {action}; the next run re-creates it and copies afresh")
-        return
+        typer.echo(f"  remote topic {report.remote_topic}: {action}; the next run re-creates it")
     for p, (upstream, downstream) in sorted(report.fresh_starts.items()):
         typer.echo(
-            f"  {report.topic}-{p}: the next copy starts at upstream {upstream}, writing after the "
-            f"{downstream} record offset(s) {report.remote_topic}-{p} keeps"
+            f"  {report.topic}-{p}: the next copy {'would start' if report.dry_run else 'starts'} at upstream offset "
+            f"{upstream}, writing {report.remote_topic}-{p} from offset {downstream} on"
         )

@@ -6,11 +6,14 @@ What a copy of T keeps on the target, and what the reset does with it:
 * progress records (one per partition) and every offset-map segment of T: tombstoned. Deleting only the progress
   is not enough: the surviving segments would contradict the new copy's downstream offsets;
 * MM2 metrics snapshots of the remote topic's partitions: tombstoned, so counts restart with the new copy;
-* the remote topic's records: never deleted unless asked. By default they stay, and the reset writes a fresh
-  progress record per partition that starts the copy at the new source topic's beginning (or its end when the
-  flow starts at latest) and the map at the remote partition's current end, with the topics' current IDs; the
-  old records stay below it, and translation stays exact for the new records. With `delete_remote_topic` the
-  remote topic is deleted (topic sync re-creates it empty on the next run) and no progress is written.
+* the remote topic's records: never deleted unless asked. By default they stay, and the new copy continues the
+  remote partition at its current end: the old records stay below it, and translation stays exact for the new
+  records. With `delete_remote_topic` the remote topic is deleted (topic sync re-creates it empty on the next
+  run) and the new copy starts it at offset 0.
+In both cases the reset writes a fresh progress record per source partition, after the tombstones and in the same
+transaction: it starts the copy at the new source topic's beginning (or its end when the flow starts at latest)
+and the map where said above, with the topics' current IDs. Readers that skip tombstones (they never met one
+before) thus see the fresh record, never the old one.
 
 Concurrency: the reset writes each partition's tombstones in a transaction under that partition's copy
 transactional id (`copy_plan.transactional_id`), after initialising it, and reads the state only then. That
@@ -88,11 +91,14 @@ def reset_topic(flow: Flow, topic: str, *, dry_run: bool = False, delete_remote_
         remote, 0
     )
     ids = planned_identities(flow, [SourcePartitions(topic, remote, count)]).get(topic, ("", ""))
-    fresh = range(0 if delete_remote_topic else min(count, remote_count))
+    # Kept remote partitions are continued at their end; a deleted or missing one is created empty by topic sync,
+    # and its ID, unknown until then, is adopted by the copy's first commit.
+    kept = 0 if delete_remote_topic else min(count, remote_count)
+    ids = (ids[0], ids[1] if kept else "")
     state = read_state(flow, topic, remote, timeout_s)
     if dry_run:
         report = _report(flow, topic, remote, state, ids, dry_run=True, delete_remote_topic=delete_remote_topic)
-        report.fresh_starts = _fresh_starts(flow, topic, remote, fresh, timeout_s)
+        report.fresh_starts = _fresh_starts(flow, topic, remote, count, kept, timeout_s)
         return report
     with ExitStack() as stack:
         fenced = state.partitions() | set(range(count)) | set(range(remote_count))
@@ -102,7 +108,7 @@ def reset_topic(flow: Flow, topic: str, *, dry_run: bool = False, delete_remote_
         state = read_state(flow, topic, remote, timeout_s)  # final: no copy of the topic can commit any more
         report = _report(flow, topic, remote, state, ids, dry_run=False, delete_remote_topic=delete_remote_topic)
         report.remote_topic_deleted = delete_remote_topic and remote_count > 0
-        report.fresh_starts = _fresh_starts(flow, topic, remote, fresh, timeout_s)
+        report.fresh_starts = _fresh_starts(flow, topic, remote, count, kept, timeout_s)
         done: list[int] = []
         for p, writer in writers.items():
             try:
@@ -209,22 +215,23 @@ def _report(
 
 
 def _fresh_starts(
-    flow: Flow, topic: str, remote: str, partitions: range, timeout_s: float
+    flow: Flow, topic: str, remote: str, count: int, kept: int, timeout_s: float
 ) -> dict[int, tuple[int, int]]:
-    """Per partition kept on the remote topic: (where the new copy starts upstream, the remote partition's end).
-    Upstream, as a copy without progress would: the log start, or the end when the flow starts at latest."""
-    if not partitions:
+    """Per source partition: (where the new copy starts upstream, where its map starts downstream). Upstream as a
+    copy without progress would: the log start, or the end when the flow starts at latest. Downstream: the end
+    of the first `kept` remote partitions, 0 for the others (created empty)."""
+    if not count:
         return {}
     latest = flow.source_consumer.librdkafka().get("auto.offset.reset", "earliest") == "latest"
     exactly_once = flow.delivery == "exactly-once"
     source_admin = admin_client(flow.source_admin.librdkafka())
-    wanted = [(topic, p) for p in partitions]
+    wanted = [(topic, p) for p in range(count)]
     starts = list_offsets(
         source_admin, flow.source, wanted, latest=latest, read_committed=exactly_once, timeout_s=timeout_s
     )
     target_admin = admin_client(flow.target_admin.librdkafka())
-    ends = list_offsets(target_admin, flow.target, [(remote, p) for p in partitions], latest=True, timeout_s=timeout_s)
-    return {p: (starts[(topic, p)], ends[(remote, p)]) for p in partitions}
+    ends = list_offsets(target_admin, flow.target, [(remote, p) for p in range(kept)], latest=True, timeout_s=timeout_s)
+    return {p: (starts[(topic, p)], ends.get((remote, p), 0)) for p in range(count)}
 
 
 @contextmanager
