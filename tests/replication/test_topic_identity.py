@@ -23,9 +23,14 @@ from tests.replication.helpers import (
 
 from mirrorflow.config.model import Flow, MirrorConfig
 from mirrorflow.core.errors import MirrorflowError
-from mirrorflow.core.progress import encode_progress
+from mirrorflow.core.progress import Progress, encode_progress
+from mirrorflow.kafka.errors import KafkaOperationError
+from mirrorflow.kafka.metrics_store import read_snapshots
 from mirrorflow.kafka.topics import topic_ids
+from mirrorflow.kafka.transfer import TargetWriter
 from mirrorflow.replication.audit import audit_flow
+from mirrorflow.replication.copy_plan import transactional_id
+from mirrorflow.replication.metrics import Snapshot, snapshot_key
 from mirrorflow.replication.topic_reset import reset_topic
 
 pytestmark = pytest.mark.integration
@@ -47,6 +52,11 @@ def copied_then_recreated(write_config: Callable[..., MirrorConfig], kafka: Kafk
     recreate_topic(kafka.admin("A"), topic, 1, KEEP_FOREVER)
     produce(kafka.producer("A"), topic, 300, "new")
     return flow, topic
+
+
+def stored_snapshot(flow: Flow, topic: str) -> Snapshot:
+    snapshots = read_snapshots("B", flow.target_consumer.librdkafka(), "mirrorflow-metrics.A.internal", 30)
+    return Snapshot.decode(snapshots[snapshot_key(f"A.{topic}", 0)])
 
 
 def audit_counts(flow: Flow, topic: str) -> dict[str, int]:
@@ -71,8 +81,12 @@ def test_a_source_topic_recreated_with_more_records_stops_then_reset_copies_it_a
 
     report = reset_topic(flow, topic)
     assert (report.progress_records, report.segments, report.fresh_starts) == (1, 1, {0: (0, 101)})
+    assert report.metrics_snapshots == 1
 
     assert copy_all(flow, topic) == 300
+    assert stored_snapshot(flow, topic).values["byte-count"] == sum(len(f"new-{i}") for i in range(300)), (
+        "metrics count the new topic's records only"
+    )
     target = [m.value() for m in read_partition(kafka.consumer("B"), f"A.{topic}", 0)]
     assert target == [f"old-{i}".encode() for i in range(100)] + [f"new-{i}".encode() for i in range(300)]
     counts = audit_counts(flow, topic)
@@ -138,3 +152,26 @@ def test_progress_of_the_previous_format_continues_and_is_upgraded(
     produce(kafka.producer("A"), topic, 300, "c")
     with pytest.raises(MirrorflowError, match="re-created"):
         copy_all(flow, topic)
+
+
+def test_the_reset_fences_a_copy_holding_a_transaction(
+    write_config: Callable[..., MirrorConfig], kafka: KafkaKit
+) -> None:
+    """A copy still running when the reset starts (here: its transaction held open by hand, with the progress it
+    would commit) can never commit afterwards: the reset takes over its transactional id before reading."""
+    flow, topic = copied_then_recreated(write_config, kafka, "fenced")
+    zombie = TargetWriter(
+        "B", flow.target_producer.librdkafka(), transactional_id=transactional_id(flow, topic, 0), timeout_s=30
+    )
+    try:
+        zombie.begin()
+        key, value = encode_progress(Progress(topic, 0, 400, 400, 400, 9, 0))
+        zombie.produce(PROGRESS_TOPIC, 0, key, value)
+        zombie.flush()
+        reset_topic(flow, topic)
+        with pytest.raises(KafkaOperationError, match="committing a transaction"):
+            zombie.commit()
+    finally:
+        zombie.close()
+    assert (stored_progress(flow, topic).next_upstream, stored_progress(flow, topic).epoch) == (0, 1)
+    assert copy_all(flow, topic) == 300
