@@ -29,7 +29,8 @@ from mirrorflow.kafka.metrics_store import read_snapshots
 from mirrorflow.kafka.topics import topic_ids
 from mirrorflow.kafka.transfer import TargetWriter
 from mirrorflow.replication.audit import audit_flow
-from mirrorflow.replication.copy_plan import transactional_id
+from mirrorflow.replication.copy_plan import SourcePartitions, plan_copy, transactional_id
+from mirrorflow.replication.copy_setup import load_progress
 from mirrorflow.replication.metrics import Snapshot, snapshot_key
 from mirrorflow.replication.topic_reset import reset_topic
 
@@ -175,3 +176,28 @@ def test_the_reset_fences_a_copy_holding_a_transaction(
         zombie.close()
     assert (stored_progress(flow, topic).next_upstream, stored_progress(flow, topic).epoch) == (0, 1)
     assert copy_all(flow, topic) == 300
+
+
+def test_a_source_topic_recreated_with_fewer_partitions_is_reset_whole(
+    write_config: Callable[..., MirrorConfig], kafka: KafkaKit
+) -> None:
+    """The partition the new topic lacks keeps no state: its progress and segments are tombstoned (no fresh
+    record), and the copy's own read of its progress honours the tombstone."""
+    topic = kafka.topic("fewer")
+    create_copy_topics(kafka.admin, topic, 2, KEEP_FOREVER)
+    flow = a_to_b(write_config, topics=topic)
+    producer = kafka.producer("A")
+    for i in range(40):
+        producer.produce(topic, value=f"old-{i}".encode(), partition=i % 2)
+    assert producer.flush(30) == 0
+    assert copy_all(flow, topic, 2) == 40
+    recreate_topic(kafka.admin("A"), topic, 1, KEEP_FOREVER)
+    produce(producer, topic, 30, "new")
+    with pytest.raises(MirrorflowError, match="re-created"):
+        copy_all(flow, topic, 1)
+
+    report = reset_topic(flow, topic)
+    assert (report.progress_records, report.segments, report.fresh_starts) == (2, 2, {0: (0, 21)})
+    tasks = plan_copy(flow, [SourcePartitions(topic, f"A.{topic}", 2)], interval=False)  # p1 is gone: no ends
+    assert [load_progress(t) is None for t in tasks] == [False, True]
+    assert copy_all(flow, topic, 1) == 30

@@ -8,7 +8,7 @@ import logging
 
 from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.core.offset_map import OffsetMap, Segment, decode_segment, decode_segment_key
-from mirrorflow.core.progress import Progress, decode_progress
+from mirrorflow.core.progress import Progress, decode_progress, decode_progress_key
 from mirrorflow.core.transforms import TransformChain
 from mirrorflow.kafka.clients import admin_client
 from mirrorflow.kafka.compacted_log import read_to_end
@@ -26,7 +26,11 @@ def load_progress(task: CopyTask) -> Progress | None:
     for _p, _o, key, value, _ts in read_to_end(
         task.target, task.target_consumer, task.progress_topic, partitions=[0], timeout_s=task.timeout_s
     ):
-        if key is None or value is None:
+        if key is None:
+            continue
+        if value is None:  # a tombstone (`mirrorflow reset` of a topic since deleted): no progress any more
+            if decode_progress_key(key) == (task.topic, task.partition):
+                latest = None
             continue
         progress = decode_progress(key, value)
         if progress.topic == task.topic and progress.partition == task.partition:

@@ -10,10 +10,10 @@ What a copy of T keeps on the target, and what the reset does with it:
   remote partition at its current end: the old records stay below it, and translation stays exact for the new
   records. With `delete_remote_topic` the remote topic is deleted (topic sync re-creates it empty on the next
   run) and the new copy starts it at offset 0.
-In both cases the reset writes a fresh progress record per source partition, after the tombstones and in the same
-transaction: it starts the copy at the new source topic's beginning (or its end when the flow starts at latest)
-and the map where said above, with the topics' current IDs. Readers that skip tombstones (they never met one
-before) thus see the fresh record, never the old one.
+In both cases the reset writes a fresh progress record per source partition that had state, after the tombstones
+and in the same transaction: it starts the copy at the new source topic's beginning (or its end when the flow
+starts at latest) and the map where said above, with the topics' current IDs. Readers that skip tombstones (they
+never met one before) thus see the fresh record, never the old one; the copy's own `load_progress` honours them.
 
 Concurrency: the reset writes each partition's tombstones in a transaction under that partition's copy
 transactional id (`copy_plan.transactional_id`), after initialising it, and reads the state only then. That
@@ -98,7 +98,7 @@ def reset_topic(flow: Flow, topic: str, *, dry_run: bool = False, delete_remote_
     state = read_state(flow, topic, remote, timeout_s)
     if dry_run:
         report = _report(flow, topic, remote, state, ids, dry_run=True, delete_remote_topic=delete_remote_topic)
-        report.fresh_starts = _fresh_starts(flow, topic, remote, count, kept, timeout_s)
+        report.fresh_starts = _fresh_starts(flow, topic, remote, count, kept, timeout_s, state.partitions())
         return report
     with ExitStack() as stack:
         fenced = state.partitions() | set(range(count)) | set(range(remote_count))
@@ -108,7 +108,9 @@ def reset_topic(flow: Flow, topic: str, *, dry_run: bool = False, delete_remote_
         state = read_state(flow, topic, remote, timeout_s)  # final: no copy of the topic can commit any more
         report = _report(flow, topic, remote, state, ids, dry_run=False, delete_remote_topic=delete_remote_topic)
         report.remote_topic_deleted = delete_remote_topic and remote_count > 0
-        report.fresh_starts = _fresh_starts(flow, topic, remote, count, kept, timeout_s)
+        report.fresh_starts = _fresh_starts(flow, topic, remote, count, kept, timeout_s, state.partitions())
+        if state.metrics:  # before the commits: snapshots a new copy publishes after them must survive
+            _tombstone_metrics(flow, state.metrics, timeout_s)
         done: list[int] = []
         for p, writer in writers.items():
             try:
@@ -120,8 +122,6 @@ def reset_topic(flow: Flow, topic: str, *, dry_run: bool = False, delete_remote_
                     "flow and run the reset again."
                 ) from err
             done.append(p)
-    if state.metrics:
-        _tombstone_metrics(flow, state.metrics, timeout_s)
     return report
 
 
@@ -215,23 +215,26 @@ def _report(
 
 
 def _fresh_starts(
-    flow: Flow, topic: str, remote: str, count: int, kept: int, timeout_s: float
+    flow: Flow, topic: str, remote: str, count: int, kept: int, timeout_s: float, stored: set[int]
 ) -> dict[int, tuple[int, int]]:
-    """Per source partition: (where the new copy starts upstream, where its map starts downstream). Upstream as a
-    copy without progress would: the log start, or the end when the flow starts at latest. Downstream: the end
-    of the first `kept` remote partitions, 0 for the others (created empty)."""
-    if not count:
+    """Per source partition with stored state (one without starts afresh anyway): (where the new copy starts
+    upstream, where its map starts downstream). Upstream as a copy without progress would: the log start, or the
+    end when the flow starts at latest. Downstream: the end of the first `kept` remote partitions, 0 for the
+    others (created empty)."""
+    partitions = [p for p in range(count) if p in stored]
+    if not partitions:
         return {}
     latest = flow.source_consumer.librdkafka().get("auto.offset.reset", "earliest") == "latest"
     exactly_once = flow.delivery == "exactly-once"
     source_admin = admin_client(flow.source_admin.librdkafka())
-    wanted = [(topic, p) for p in range(count)]
+    wanted = [(topic, p) for p in partitions]
     starts = list_offsets(
         source_admin, flow.source, wanted, latest=latest, read_committed=exactly_once, timeout_s=timeout_s
     )
     target_admin = admin_client(flow.target_admin.librdkafka())
-    ends = list_offsets(target_admin, flow.target, [(remote, p) for p in range(kept)], latest=True, timeout_s=timeout_s)
-    return {p: (starts[(topic, p)], ends.get((remote, p), 0)) for p in range(count)}
+    on_remote = [(remote, p) for p in partitions if p < kept]
+    ends = list_offsets(target_admin, flow.target, on_remote, latest=True, timeout_s=timeout_s)
+    return {p: (starts[(topic, p)], ends.get((remote, p), 0)) for p in partitions}
 
 
 @contextmanager
