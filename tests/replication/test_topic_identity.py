@@ -29,7 +29,8 @@ from mirrorflow.kafka.metrics_store import read_snapshots
 from mirrorflow.kafka.topics import topic_ids
 from mirrorflow.kafka.transfer import TargetWriter
 from mirrorflow.replication.audit import audit_flow
-from mirrorflow.replication.copy_plan import SourcePartitions, plan_copy, transactional_id
+from mirrorflow.replication.copy_plan import SourcePartitions, plan_copy, refresh_identities, transactional_id
+from mirrorflow.replication.copy_range import copy_range
 from mirrorflow.replication.copy_setup import load_progress
 from mirrorflow.replication.metrics import Snapshot, snapshot_key
 from mirrorflow.replication.topic_reset import reset_topic
@@ -201,3 +202,24 @@ def test_a_source_topic_recreated_with_fewer_partitions_is_reset_whole(
     tasks = plan_copy(flow, [SourcePartitions(topic, f"A.{topic}", 2)], interval=False)  # p1 is gone: no ends
     assert [load_progress(t) is None for t in tasks] == [False, True]
     assert copy_all(flow, topic, 1) == 30
+
+
+def test_a_retried_task_checks_the_ids_its_clusters_report_now(
+    write_config: Callable[..., MirrorConfig], kafka: KafkaKit
+) -> None:
+    """Tasks planned before the re-creation carry the old IDs (what a Spark retry minutes into a run holds); the
+    IDs the clusters report at the retry stop it."""
+    topic = kafka.topic("retried")
+    create_copy_topics(kafka.admin, topic, 1, KEEP_FOREVER)
+    flow = a_to_b(write_config, topics=topic)
+    produce(kafka.producer("A"), topic, 100, "old")
+    assert copy_all(flow, topic) == 100
+    planned = plan_copy(flow, [SourcePartitions(topic, f"A.{topic}", 1)], interval=False, run_seconds=5)
+    recreate_topic(kafka.admin("A"), topic, 1, KEEP_FOREVER)
+    produce(kafka.producer("A"), topic, 300, "new")
+
+    [retried] = refresh_identities(planned)
+    assert retried.source_topic_id not in ("", planned[0].source_topic_id)
+    assert retried.remote_topic_id == planned[0].remote_topic_id
+    with pytest.raises(MirrorflowError, match="re-created"):
+        copy_range(retried)

@@ -7,15 +7,16 @@ reader can reach it); resume points are not decided here but by each task after 
 Topic identity is looked up here too: one DescribeTopics request per cluster and run gives every task the IDs of
 its source and remote topics, which its progress records. That is cheaper than a lookup per task (an admin
 client and a round trip for each of thousands of partitions, on executors that otherwise need no admin client),
-and as correct: a task checks the recorded IDs against the planned ones before it reads any record, and a topic
-re-created after planning gets a new ID that the next run's planning sees (docs/copy.md, "A topic re-created").
+and as correct where it matters: a task checks the recorded IDs against the planned ones before it reads any
+record, a retried Spark task (minutes after planning) asks again (`refresh_identities`), and a topic re-created
+after planning gets a new ID that the next run's planning sees (docs/copy.md, "A topic re-created").
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mirrorflow.config.model import Flow
 from mirrorflow.core.offset_map import offset_map_topic
@@ -126,23 +127,43 @@ def planned_identities(flow: Flow, topics: list[SourcePartitions]) -> dict[str, 
     """{source topic: (its topic ID, its remote topic's ID)}, "" where unknown; one request per cluster."""
     if not topics:
         return {}
-    source = _ids_of(flow, flow.source, flow.source_admin.librdkafka(), [t.topic for t in topics])
-    remote = _ids_of(flow, flow.target, flow.target_admin.librdkafka(), [t.remote_topic for t in topics])
+    timeout_s = flow.admin_timeout_ms / 1000
+    source = _ids_of(flow.source_admin.librdkafka(), flow.source, [t.topic for t in topics], timeout_s)
+    remote = _ids_of(flow.target_admin.librdkafka(), flow.target, [t.remote_topic for t in topics], timeout_s)
     return {t.topic: (source.get(t.topic, ""), remote.get(t.remote_topic, "")) for t in topics}
 
 
-def _ids_of(flow: Flow, cluster: str, conf: Mapping[str, str], names: list[str]) -> dict[str, str]:
+def _ids_of(conf: Mapping[str, str], cluster: str, names: list[str], timeout_s: float) -> dict[str, str]:
     """`topic_ids`, asked again for a few seconds about topics the broker does not know yet: discovery listed
     them, and a topic just (re-)created can be missing from a broker's metadata for a moment. Unknown for good
     (deleted since), a topic is left out; its copy fails on its own."""
     admin = admin_client(conf)
-    timeout_s = flow.admin_timeout_ms / 1000
     found = topic_ids(admin, cluster, names, timeout_s)
     deadline = time.monotonic() + min(timeout_s, IDENTITY_RETRY_S)
     while len(found) < len(set(names)) and time.monotonic() < deadline:
         time.sleep(0.2)
         found.update(topic_ids(admin, cluster, [n for n in names if n not in found], timeout_s))
     return found
+
+
+def refresh_identities(tasks: list[CopyTask]) -> list[CopyTask]:
+    """The tasks with the topic IDs their clusters report now, for a retried Spark task: a retry starts minutes
+    after planning when a topic deleted mid-run failed its first attempt, and a topic re-created meanwhile must
+    not be resumed under the IDs planned before (one DescribeTopics per cluster and retried task; first attempts
+    keep the planned IDs). An ID unknown now keeps the planned one."""
+    if not tasks:
+        return tasks
+    first = tasks[0]
+    source = _ids_of(first.source_consumer, first.source, sorted({t.topic for t in tasks}), first.timeout_s)
+    remote = _ids_of(first.target_producer, first.target, sorted({t.remote_topic for t in tasks}), first.timeout_s)
+    return [
+        replace(
+            t,
+            source_topic_id=source.get(t.topic) or t.source_topic_id,
+            remote_topic_id=remote.get(t.remote_topic) or t.remote_topic_id,
+        )
+        for t in tasks
+    ]
 
 
 def spread(tasks: list[CopyTask], slots: int, most_per_task: int) -> list[list[CopyTask]]:
