@@ -62,6 +62,8 @@ def _print(report: ResetReport) -> None:
         f"{report.progress_records} progress record(s), {report.segments} offset-map segment(s), "
         f"{report.metrics_snapshots} metrics snapshot(s)"
     )
+    if not (report.progress_records or report.segments or report.metrics_snapshots):
+        typer.echo(f"  nothing is stored for {report.topic} in flow {report.flow}: check the topic name")
     typer.echo(
         f"  source topic ID now: {report.source_topic_id or 'unknown'}; remote topic ID now: "
         f"{report.remote_topic_id or 'unknown'}"
