@@ -34,6 +34,7 @@ from mirrorflow.replication.copy_range import copy_range
 from mirrorflow.replication.copy_setup import load_progress
 from mirrorflow.replication.metrics import Snapshot, snapshot_key
 from mirrorflow.replication.topic_reset import reset_topic
+from mirrorflow.spark import copy_job
 
 pytestmark = pytest.mark.integration
 
@@ -205,7 +206,7 @@ def test_a_source_topic_recreated_with_fewer_partitions_is_reset_whole(
 
 
 def test_a_retried_task_checks_the_ids_its_clusters_report_now(
-    write_config: Callable[..., MirrorConfig], kafka: KafkaKit
+    write_config: Callable[..., MirrorConfig], kafka: KafkaKit, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Tasks planned before the re-creation carry the old IDs (what a Spark retry minutes into a run holds); the
     IDs the clusters report at the retry stop it."""
@@ -223,3 +224,18 @@ def test_a_retried_task_checks_the_ids_its_clusters_report_now(
     assert retried.remote_topic_id == planned[0].remote_topic_id
     with pytest.raises(MirrorflowError, match="re-created"):
         copy_range(retried)
+    # The Spark task body does the same on a retried attempt (Spark's task context stands in for a retry).
+    monkeypatch.setattr(copy_job, "TaskContext", RetriedAttempt)
+    with pytest.raises(MirrorflowError, match="re-created"):
+        list(copy_job._copy_partition([planned]))
+
+
+class RetriedAttempt:
+    """`pyspark.TaskContext` of a second attempt."""
+
+    @staticmethod
+    def get() -> RetriedAttempt:
+        return RetriedAttempt()
+
+    def attemptNumber(self) -> int:
+        return 1
