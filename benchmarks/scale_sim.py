@@ -45,12 +45,11 @@ from mirrorflow.airflow.spark import SUMMARY_KEYS  # noqa: E402
 from mirrorflow.config.loader import load_config  # noqa: E402
 from mirrorflow.config.model import Flow  # noqa: E402
 from mirrorflow.core.offset_map import Segment, encode_segment  # noqa: E402
-from mirrorflow.core.progress import Progress, encode_progress  # noqa: E402
+from mirrorflow.core.progress import Progress, encode_progress, topic_id_text  # noqa: E402
 from mirrorflow.kafka import metrics_store  # noqa: E402
-from mirrorflow.replication import copy_range as copy_range_module  # noqa: E402
+from mirrorflow.replication import copy_setup  # noqa: E402
 from mirrorflow.replication.checkpoints import CheckpointReport, EmittedCheckpoint  # noqa: E402
 from mirrorflow.replication.copy_plan import copyable, plan_copy, summarise  # noqa: E402
-from mirrorflow.replication.copy_setup import load_progress, load_segments  # noqa: E402
 from mirrorflow.replication.copy_task import CopyResult, CopyTask  # noqa: E402
 from mirrorflow.replication.discovery import FlowPlan, plan_topics  # noqa: E402
 from mirrorflow.replication.flow_cycle import ControlPlaneReport  # noqa: E402
@@ -59,6 +58,24 @@ from mirrorflow.replication.metrics import PartitionMetrics  # noqa: E402
 from mirrorflow.replication.topic_sync import CreatedTopic, TopicSyncReport  # noqa: E402
 
 Record = tuple[int, int, bytes | None, bytes | None, int]
+
+# The module attributes `startup_scan` replaces with its synthetic topics: where the functions it times
+# (`copy_setup.load_progress`/`load_segments`, `metrics_store.read_snapshots`) look up `read_to_end`. Checked by
+# tests/benchmarks/test_scale_sim.py, so a move of those reads breaks a test, not `make scale-sim`.
+PATCHED: tuple[tuple[Any, str], ...] = ((copy_setup, "read_to_end"), (metrics_store, "read_to_end"))
+
+
+def synthetic_ids(plan: FlowPlan) -> dict[str, tuple[str, str]]:
+    """Topic IDs for every replicated topic (no cluster to describe): the tasks carry them, as in a real run."""
+    return {
+        t.topic: (topic_id_text(hash_id(t.topic)), topic_id_text(hash_id(t.remote_topic))) for t in plan.replicated()
+    }
+
+
+def hash_id(name: str) -> bytes:
+    import hashlib
+
+    return hashlib.blake2b(name.encode(), digest_size=16).digest()
 
 
 def timed(fn: Callable[[], Any], repeat: int = 5) -> tuple[float, Any]:
@@ -113,7 +130,8 @@ def planning(flow: Flow, partitions: int, per_topic: int) -> tuple[dict[str, Any
     first_s, first = timed(lambda: plan_topics(rules, src, {}, flow=flow.name))
     steady_s, plan = timed(lambda: plan_topics(rules, src, tgt, flow=flow.name))
     ends = {(t.topic, p): 1_000_000 for t in plan.replicated() for p in range(t.partitions)}
-    plan_s, tasks = timed(lambda: plan_copy(flow, copyable(plan), interval=True, end_offsets=ends))
+    ids = synthetic_ids(plan)
+    plan_s, tasks = timed(lambda: plan_copy(flow, copyable(plan), interval=True, end_offsets=ends, identities=ids))
     from pyspark import cloudpickle
 
     payload = [len(cloudpickle.dumps(t)) for t in tasks]
@@ -169,7 +187,9 @@ def startup_scan(tasks: list[CopyTask], dirty_versions: int) -> dict[str, Any]:
     snapshots: list[Record] = []
     for t in tasks:
         for v in range(dirty_versions):  # an uncompacted log holds every commit since the last cleaning
-            key, value = encode_progress(Progress(t.topic, t.partition, 1000 + v, 1000 + v, 1000 + v, 1, 1_700_000))
+            at = 1000 + v
+            ids = (t.source_topic_id, t.remote_topic_id)
+            key, value = encode_progress(Progress(t.topic, t.partition, at, at, at, 1, 1_700_000, *ids))
             progress.append((0, len(progress), key, value, 0))
         key, value = encode_segment(t.topic, t.partition, Segment(0, 0, 1000))
         segments.append((0, len(segments), key, value, 0))
@@ -187,15 +207,17 @@ def startup_scan(tasks: list[CopyTask], dirty_versions: int) -> dict[str, Any]:
     def fake_read_to_end(cluster: str, conf: Any, topic: str, **kwargs: Any) -> Iterator[Record]:
         return iter(topics[topic])
 
-    originals = copy_range_module.read_to_end, metrics_store.read_to_end
-    copy_range_module.read_to_end = metrics_store.read_to_end = fake_read_to_end  # type: ignore[assignment]
+    originals = [getattr(module, name) for module, name in PATCHED]
+    for module, name in PATCHED:
+        setattr(module, name, fake_read_to_end)
     try:
         task = tasks[len(tasks) // 2]
-        progress_s, found = timed(lambda: load_progress(task), 3)
-        segments_s, stored = timed(lambda: load_segments(task), 3)
+        progress_s, found = timed(lambda: copy_setup.load_progress(task), 3)
+        segments_s, stored = timed(lambda: copy_setup.load_segments(task), 3)
         snapshots_s, _ = timed(lambda: metrics_store.read_snapshots(task.target, {}, str(task.metrics_topic), 1.0), 3)
     finally:
-        copy_range_module.read_to_end, metrics_store.read_to_end = originals
+        for (module, name), original in zip(PATCHED, originals, strict=True):
+            setattr(module, name, original)
     assert found is not None and stored, "the synthetic records must hold the task's own state"
     per_task = progress_s + segments_s + snapshots_s
     scanned = sum(len(k or b"") + len(v or b"") for records in topics.values() for _, _, k, v, _ in records)

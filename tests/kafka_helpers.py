@@ -120,3 +120,26 @@ class Topics:
         entries += [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in delete]
         resource = ConfigResource(ResourceType.TOPIC, name, incremental_configs=entries)
         self.admin(alias).incremental_alter_configs([resource])[resource].result(30)
+
+
+def delete_topic(admin: AdminClient, name: str, timeout_s: float = 30.0) -> None:
+    """Delete a topic and wait until the cluster no longer lists it (deletion is asynchronous)."""
+    admin.delete_topics([name], operation_timeout=timeout_s)[name].result(timeout_s)
+    deadline = time.monotonic() + timeout_s
+    while name in admin.list_topics(timeout=timeout_s).topics:
+        assert time.monotonic() < deadline, f"topic {name} still listed {timeout_s:g} s after its deletion"
+        time.sleep(0.1)
+
+
+def recreate_topic(admin: AdminClient, name: str, partitions: int = 1, config: dict[str, str] | None = None) -> None:
+    """Delete `name` and create it again (a new topic ID), retrying while the broker still finishes the deletion."""
+    delete_topic(admin, name)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            create_topic(admin, name, partitions, config)
+            return
+        except KafkaException as err:
+            if err.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)

@@ -14,6 +14,8 @@ from mirrorflow.core.progress import (
     encode_progress,
     encode_progress_key,
     progress_topic,
+    topic_id_bytes,
+    topic_id_text,
 )
 
 INT64 = st.integers(0, 2**63 - 1)
@@ -26,21 +28,66 @@ def test_topic_name_follows_the_internal_separator() -> None:
         progress_topic("")
 
 
+SOURCE_ID = "AAAAAAAAAHsAAAAAAAAByA"  # Uuid(123, 456) as Kafka prints it
+REMOTE_ID = "_____________________w"  # all ones but the zero UUID's neighbour: URL-safe characters
+
+
 def test_exact_bytes() -> None:
-    p = Progress("orders", 3, 1234, 1199, 1000, 2, 1700000000000)
+    p = Progress("orders", 3, 1234, 1199, 1000, 2, 1700000000000, SOURCE_ID, REMOTE_ID)
     key, value = encode_progress(p)
     assert key.hex() == "00066f72646572730000" + "0003"
     assert value.hex() == (
-        "0000"  # version
+        "0001"  # version
         + "00000000000004d2"  # next upstream offset
         + "00000000000004af"  # downstream end
         + "00000000000003e8"  # records copied
         + "00000002"  # epoch
         + "0000018bcfe56800"  # timestamp ms
+        + "000000000000007b00000000000001c8"  # source topic ID
+        + "ff" * 15
+        + "ff"  # remote topic ID
     )
-    assert len(value) == 38
+    assert len(value) == 70
     assert decode_progress(key, value) == p
     assert decode_progress(key, value + b"\x01\x02") == p  # later fields of the same version: ignored
+
+
+def test_unknown_topic_ids_are_the_zero_uuid() -> None:
+    key, value = encode_progress(Progress("orders", 0, 1, 1, 1, 0, 0))
+    assert value[-32:] == bytes(32)
+    assert decode_progress(key, value).source_topic_id == ""
+
+
+def test_version_0_records_of_the_previous_release_still_decode() -> None:
+    """The exact value today's release writes (38 bytes, no IDs): decoded with unknown IDs, so the copy's next
+    commit upgrades it by recording the current ones."""
+    key = encode_progress_key("orders", 3)
+    value = bytes.fromhex(
+        "0000" + "00000000000004d2" + "00000000000004af" + "00000000000003e8" + "00000002" + "0000018bcfe56800"
+    )
+    assert decode_progress(key, value) == Progress("orders", 3, 1234, 1199, 1000, 2, 1700000000000, "", "")
+
+
+@pytest.mark.parametrize(
+    "topic_id",
+    [
+        "AAAAAAAAAAAAAAAAAAAAAA",  # the zero UUID
+        "short",
+        "not base64 at all!!!!!",
+        "AAAAAAAAAHsAAAAAAAAByAAA",  # too long
+        "OI6UnZycQMS6xYg6JKz+xA",  # standard base64 (confluent-kafka's str): not Kafka's form
+        "AAAAAAAAAHsAAAAAAAAByB",  # trailing bits set: not a canonical encoding of 16 bytes
+    ],
+)
+def test_malformed_topic_ids_are_rejected(topic_id: str) -> None:
+    with pytest.raises(ValueError):
+        Progress("t", 0, 0, 0, 0, 0, 0, topic_id)
+
+
+@given(raw=st.binary(min_size=16, max_size=16).filter(any))
+def test_topic_id_text_round_trip(raw: bytes) -> None:
+    text = topic_id_text(raw)
+    assert len(text) == 22 and topic_id_bytes(text) == raw
 
 
 @given(
@@ -85,7 +132,7 @@ def test_out_of_range_fields_are_rejected(fields: tuple[str, int, int, int, int,
 
 def test_foreign_records_are_reported_clearly() -> None:
     key, value = encode_progress(Progress("orders", 0, 1, 1, 1, 0, 0))
-    with pytest.raises(MirrorflowError, match=r"version 7.*upgrade Mirrorflow"):
+    with pytest.raises(MirrorflowError, match=r"version 7.*reads version 1.*upgrade Mirrorflow"):
         decode_progress(key, b"\x00\x07" + value[2:])
     with pytest.raises(MirrorflowError, match="truncated"):
         decode_progress(key, value[:-1])

@@ -108,8 +108,8 @@ def live_segments(flow: Flow, topic: str, partition: int = 0) -> list[Segment]:
     return sorted(live.values(), key=lambda s: s.upstream_start)
 
 
-def stored_map(flow: Flow, topic: str, partition: int = 0) -> OffsetMap:
-    """The offset map a restart would continue: the live segments and the latest stored progress."""
+def stored_progress(flow: Flow, topic: str, partition: int = 0) -> Progress:
+    """The latest stored progress of a partition (it must have one)."""
     progress: Progress | None = None
     for _p, _o, key, value, _ts in read_to_end("B", flow.target_consumer.librdkafka(), PROGRESS_TOPIC):
         if key is not None and value is not None:
@@ -117,6 +117,12 @@ def stored_map(flow: Flow, topic: str, partition: int = 0) -> OffsetMap:
             if (stored.topic, stored.partition) == (topic, partition):
                 progress = stored
     assert progress is not None
+    return progress
+
+
+def stored_map(flow: Flow, topic: str, partition: int = 0) -> OffsetMap:
+    """The offset map a restart would continue: the live segments and the latest stored progress."""
+    progress = stored_progress(flow, topic, partition)
     return OffsetMap.restore(
         live_segments(flow, topic, partition),
         next_upstream=progress.next_upstream,

@@ -25,6 +25,7 @@ def _register() -> None:
         local_cmd,
         metrics_cmd,
         plan_cmd,
+        reset_cmd,
         run_cmd,
         spark_cmd,
         translate_cmd,
@@ -40,6 +41,7 @@ def _register() -> None:
     failover_cmd.register(app)
     failover_cmd.register_failback(app)
     audit_cmd.register(app)
+    reset_cmd.register(app)
     spark_cmd.register(app)
 
 

@@ -7,14 +7,25 @@ mode it is written after the producer flush, so a crash re-copies at most the un
 Topic `mirrorflow-progress<sep><source><sep>internal` on the target (compacted; `progress_topic`), all
 integers big-endian and signed, strings as INT16 byte length + UTF-8 (MM2's encoding, docs/mm2-reference.md §2.2):
   key   = source topic STRING, partition INT32        (no version: it is the compaction identity)
-  value = version INT16 (= 0), next_upstream INT64, downstream_end INT64, records_copied INT64,
-          epoch INT32, timestamp_ms INT64              (38 bytes)
+  value = version INT16 (= 1), next_upstream INT64, downstream_end INT64, records_copied INT64,
+          epoch INT32, timestamp_ms INT64, source_topic_id UUID, remote_topic_id UUID      (70 bytes)
+A UUID is Kafka's topic ID as 16 raw bytes (KIP-516); all zeros means "not known" (Kafka never assigns the zero
+UUID): a broker older than topic IDs, or a record written before they were recorded. The IDs tell a topic that was
+deleted and re-created under the same name (a new ID) from the one whose progress this is, whatever its length.
+
+Version 0 (Mirrorflow before topic IDs) is the same value without the two UUIDs (38 bytes). It still decodes, with
+unknown IDs; the copy's next commit writes version 1 with the topics' current IDs, which is the whole migration.
 Readers reject other versions rather than guess at their meaning; the key and version checks are the
 offset-map record's (core/record_codec.py).
+
+In Python a topic ID is the string Kafka prints (`Uuid.toString()`: URL-safe base64 of the 16 bytes, unpadded,
+as confluent-kafka's `str(topic_id)` gives it); "" is the unknown ID.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import functools
 import struct
 from dataclasses import dataclass
@@ -22,9 +33,12 @@ from dataclasses import dataclass
 from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.core.record_codec import decode_topic_key, decode_versioned_value, encode_topic_key
 
-PROGRESS_FORMAT_VERSION = 0
+PROGRESS_FORMAT_VERSION = 1
 _INT32 = struct.Struct(">i")
-_VALUE = struct.Struct(">hqqqiq")
+_VALUES = {0: struct.Struct(">hqqqiq"), 1: struct.Struct(">hqqqiq16s16s")}
+_INT16 = struct.Struct(">h")
+_NO_ID = bytes(16)
+_URL_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
 _INT32_MAX = 2**31 - 1
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
@@ -46,6 +60,8 @@ class Progress:
     records_copied: cumulative count of records written downstream (dropped records not counted).
     epoch:          attempt counter of the task owning the partition; grows on every (re)start.
     timestamp_ms:   wall-clock time of the commit, epoch milliseconds.
+    source_topic_id, remote_topic_id: Kafka's IDs of the source topic copied and of the remote topic written,
+                    "" when not known (see the module docstring).
     """
 
     topic: str
@@ -55,6 +71,8 @@ class Progress:
     records_copied: int
     epoch: int
     timestamp_ms: int
+    source_topic_id: str = ""
+    remote_topic_id: str = ""
 
     def __post_init__(self) -> None:
         if not self.topic:
@@ -69,6 +87,32 @@ class Progress:
                 raise ValueError(f"{name} {value} must be >= 0 and fit INT64")
         if not _INT64_MIN <= self.timestamp_ms <= _INT64_MAX:
             raise ValueError(f"timestamp_ms {self.timestamp_ms} out of INT64 range")
+        topic_id_bytes(self.source_topic_id)
+        topic_id_bytes(self.remote_topic_id)
+
+
+def topic_id_bytes(topic_id: str) -> bytes:
+    """The 16 bytes of a topic ID as Kafka prints it; "" (unknown) is the zero UUID."""
+    if not topic_id:
+        return _NO_ID
+    raw = b""
+    if len(topic_id) == 22 and set(topic_id) <= _URL_SAFE:
+        try:
+            raw = base64.urlsafe_b64decode(topic_id + "==")
+        except (binascii.Error, ValueError):
+            raw = b""
+    if len(raw) != 16 or topic_id_text(raw) != topic_id:
+        raise ValueError(f"topic ID {topic_id!r} is not a Kafka topic ID (22 characters of URL-safe base64)")
+    if raw == _NO_ID:
+        raise ValueError('the zero UUID is not a topic ID; write the unknown ID as ""')
+    return raw
+
+
+def topic_id_text(raw: bytes) -> str:
+    """A topic ID as Kafka prints it; the zero UUID (unknown) is ""."""
+    if raw == _NO_ID:
+        return ""
+    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
 
 
 def encode_progress_key(topic: str, partition: int) -> bytes:
@@ -76,14 +120,16 @@ def encode_progress_key(topic: str, partition: int) -> bytes:
 
 
 def encode_progress(progress: Progress) -> tuple[bytes, bytes]:
-    """(key, value) of the progress record."""
-    value = _VALUE.pack(
+    """(key, value) of the progress record, in the current format version."""
+    value = _VALUES[PROGRESS_FORMAT_VERSION].pack(
         PROGRESS_FORMAT_VERSION,
         progress.next_upstream,
         progress.downstream_end,
         progress.records_copied,
         progress.epoch,
         progress.timestamp_ms,
+        topic_id_bytes(progress.source_topic_id),
+        topic_id_bytes(progress.remote_topic_id),
     )
     return encode_progress_key(progress.topic, progress.partition), value
 
@@ -95,10 +141,37 @@ def decode_progress_key(key: bytes) -> tuple[str, int]:
 
 
 def decode_progress(key: bytes, value: bytes) -> Progress:
+    """A progress record of any version this Mirrorflow reads (version 0 has unknown topic IDs)."""
     topic, partition = decode_progress_key(key)
     what = f"progress record of {topic}-{partition}"
-    return decode_versioned_value(
-        value, _VALUE, PROGRESS_FORMAT_VERSION, what, _bad_record, functools.partial(Progress, topic, partition)
+    version = _INT16.unpack_from(value, 0)[0] if len(value) >= _INT16.size else PROGRESS_FORMAT_VERSION
+    if version not in _VALUES:
+        version = PROGRESS_FORMAT_VERSION  # refused below, naming the version this Mirrorflow writes
+    make = functools.partial(_from_v1 if version == 1 else Progress, topic, partition)
+    return decode_versioned_value(value, _VALUES[version], version, what, _bad_record, make)
+
+
+def _from_v1(
+    topic: str,
+    partition: int,
+    next_upstream: int,
+    downstream_end: int,
+    records_copied: int,
+    epoch: int,
+    timestamp_ms: int,
+    source_id: bytes,
+    remote_id: bytes,
+) -> Progress:
+    return Progress(
+        topic,
+        partition,
+        next_upstream,
+        downstream_end,
+        records_copied,
+        epoch,
+        timestamp_ms,
+        topic_id_text(source_id),
+        topic_id_text(remote_id),
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -17,6 +17,7 @@ from confluent_kafka.admin import (
 )
 from confluent_kafka.admin import ConfigEntry as _KafkaConfigEntry
 
+from mirrorflow.core.progress import topic_id_text
 from mirrorflow.kafka.errors import KafkaOperationError, error_code
 
 
@@ -56,6 +57,47 @@ def list_topic_partitions(admin: AdminClient, cluster: str, timeout_s: float) ->
     except KafkaException as err:
         raise KafkaOperationError(cluster, "listing topics", err, client=admin) from err
     return {name: len(t.partitions) for name, t in metadata.topics.items() if t.error is None}
+
+
+def topic_ids(admin: AdminClient, cluster: str, topics: Sequence[str], timeout_s: float) -> dict[str, str]:
+    """Kafka's topic ID of each topic (KIP-516), as Kafka prints it, in one DescribeTopics request. A topic this
+    client may not describe, or whose broker predates topic IDs (the zero UUID), maps to "" (unknown: callers
+    must treat it as "cannot check", never as a match); a topic the broker does not know (yet) is left out."""
+    if not topics:
+        return {}
+    futures = admin.describe_topics(TopicCollection(list(topics)), request_timeout=timeout_s)
+    found: dict[str, str] = {}
+    for name, future in futures.items():
+        try:
+            description = future.result()
+        except KafkaException as err:
+            if error_code(err) == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                found[name] = ""
+                continue
+            if error_code(err) == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                continue
+            raise KafkaOperationError(cluster, f"describing topic '{name}'", err, client=admin) from err
+        topic_id = description.topic_id
+        if topic_id is None:
+            found[name] = ""
+            continue
+        # confluent-kafka prints standard base64; Kafka (and the progress record's text form) the URL-safe one.
+        raw = b"".join(
+            bits.to_bytes(8, "big", signed=True)
+            for bits in (topic_id.get_most_significant_bits(), topic_id.get_least_significant_bits())
+        )
+        found[name] = topic_id_text(raw)  # "" for the zero UUID
+    return found
+
+
+def delete_topic(admin: AdminClient, cluster: str, name: str, timeout_s: float) -> None:
+    """Delete one topic and wait for the controller to accept it (the log is removed asynchronously)."""
+    future = admin.delete_topics([name], request_timeout=timeout_s, operation_timeout=timeout_s)[name]
+    try:
+        future.result()
+    except KafkaException as err:
+        if error_code(err) != KafkaError.UNKNOWN_TOPIC_OR_PART:
+            raise KafkaOperationError(cluster, f"deleting topic '{name}'", err, client=admin) from err
 
 
 def create_topics(

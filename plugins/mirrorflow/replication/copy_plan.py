@@ -3,21 +3,32 @@
 A range is never split across tasks, so per-partition order holds whatever Spark does. The end offset of an
 interval run is the source end seen now (the last stable offset in exactly-once mode, so that a read_committed
 reader can reach it); resume points are not decided here but by each task after it has fenced older attempts.
+
+Topic identity is looked up here too: one DescribeTopics request per cluster and run gives every task the IDs of
+its source and remote topics, which its progress records. That is cheaper than a lookup per task (an admin
+client and a round trip for each of thousands of partitions, on executors that otherwise need no admin client),
+and as correct where it matters: a task checks the recorded IDs against the planned ones before it reads any
+record, a retried Spark task (minutes after planning) asks again (`refresh_identities`), and a topic re-created
+after planning gets a new ID that the next run's planning sees (docs/copy.md, "A topic re-created").
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mirrorflow.config.model import Flow
 from mirrorflow.core.offset_map import offset_map_topic
 from mirrorflow.core.progress import progress_topic
 from mirrorflow.kafka.clients import admin_client
 from mirrorflow.kafka.offsets import list_offsets
+from mirrorflow.kafka.topics import topic_ids
 from mirrorflow.replication.copy_task import CopyResult, CopyTask
 from mirrorflow.replication.discovery import FlowPlan
 from mirrorflow.replication.metrics import metrics_topic
+
+IDENTITY_RETRY_S = 10.0  # how long a topic discovery listed may stay unknown to DescribeTopics
 
 
 @dataclass(frozen=True)
@@ -46,9 +57,13 @@ def plan_copy(
     interval: bool,
     run_seconds: float | None = None,
     end_offsets: Mapping[tuple[str, int], int] | None = None,
+    identities: Mapping[str, tuple[str, str]] | None = None,
 ) -> list[CopyTask]:
-    """The copy tasks of one run; `interval` copies up to the source end seen now, else runs `run_seconds`."""
+    """The copy tasks of one run; `interval` copies up to the source end seen now, else runs `run_seconds`.
+    `identities` ({source topic: (source topic ID, remote topic ID)}) is looked up when not given."""
     exactly_once = flow.delivery == "exactly-once"
+    if identities is None:
+        identities = planned_identities(flow, topics)
     if interval and end_offsets is None:
         admin = admin_client(flow.source_admin.librdkafka())
         wanted = [(t.topic, p) for t in topics for p in range(t.partitions)]
@@ -101,9 +116,54 @@ def plan_copy(
                     metrics_topic=metrics_topic(flow.source, sep),
                     metrics_replication_factor=flow.checkpoints_topic_replication_factor,
                     transforms=None if flow.transforms.empty else flow.transforms,
+                    source_topic_id=identities.get(t.topic, ("", ""))[0],
+                    remote_topic_id=identities.get(t.topic, ("", ""))[1],
                 )
             )
     return tasks
+
+
+def planned_identities(flow: Flow, topics: list[SourcePartitions]) -> dict[str, tuple[str, str]]:
+    """{source topic: (its topic ID, its remote topic's ID)}, "" where unknown; one request per cluster."""
+    if not topics:
+        return {}
+    timeout_s = flow.admin_timeout_ms / 1000
+    source = _ids_of(flow.source_admin.librdkafka(), flow.source, [t.topic for t in topics], timeout_s)
+    remote = _ids_of(flow.target_admin.librdkafka(), flow.target, [t.remote_topic for t in topics], timeout_s)
+    return {t.topic: (source.get(t.topic, ""), remote.get(t.remote_topic, "")) for t in topics}
+
+
+def _ids_of(conf: Mapping[str, str], cluster: str, names: list[str], timeout_s: float) -> dict[str, str]:
+    """`topic_ids`, asked again for a few seconds about topics the broker does not know yet: discovery listed
+    them, and a topic just (re-)created can be missing from a broker's metadata for a moment. Unknown for good
+    (deleted since), a topic is left out; its copy fails on its own."""
+    admin = admin_client(conf)
+    found = topic_ids(admin, cluster, names, timeout_s)
+    deadline = time.monotonic() + min(timeout_s, IDENTITY_RETRY_S)
+    while len(found) < len(set(names)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+        found.update(topic_ids(admin, cluster, [n for n in names if n not in found], timeout_s))
+    return found
+
+
+def refresh_identities(tasks: list[CopyTask]) -> list[CopyTask]:
+    """The tasks with the topic IDs their clusters report now, for a retried Spark task: a retry starts minutes
+    after planning when a topic deleted mid-run failed its first attempt, and a topic re-created meanwhile must
+    not be resumed under the IDs planned before (one DescribeTopics per cluster and retried task; first attempts
+    keep the planned IDs). An ID unknown now keeps the planned one."""
+    if not tasks:
+        return tasks
+    first = tasks[0]
+    source = _ids_of(first.source_consumer, first.source, sorted({t.topic for t in tasks}), first.timeout_s)
+    remote = _ids_of(first.target_producer, first.target, sorted({t.remote_topic for t in tasks}), first.timeout_s)
+    return [
+        replace(
+            t,
+            source_topic_id=source.get(t.topic) or t.source_topic_id,
+            remote_topic_id=remote.get(t.remote_topic) or t.remote_topic_id,
+        )
+        for t in tasks
+    ]
 
 
 def spread(tasks: list[CopyTask], slots: int, most_per_task: int) -> list[list[CopyTask]]:

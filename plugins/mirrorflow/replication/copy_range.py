@@ -45,6 +45,8 @@ from mirrorflow.kafka.offsets import partition_bounds
 from mirrorflow.kafka.transfer import Batch, PartitionReader, TargetWriter
 from mirrorflow.replication.copy_commit import commit_batch
 from mirrorflow.replication.copy_setup import (
+    check_identity,
+    identity_upgrade_pending,
     load_metric_bytes,
     load_progress,
     load_segments,
@@ -119,6 +121,7 @@ def _copy(
     reader: PartitionReader | None = None
     metrics: tuple[PartitionMetrics, MetricsPublisher] | None = None
     try:
+        source_id, remote_id = identity = check_identity(task, progress)
         start = resolve_start(task, progress, log_start, log_end)
         epoch = progress.epoch + 1 if progress else 0
         copied_before = progress.records_copied if progress else 0
@@ -127,6 +130,7 @@ def _copy(
         lag = task.offset_lag_max
         held_syncs = prune(offset_map, log_start, lag) or []
         prune_pending = bool(held_syncs) or bool(offset_map.unflushed().deletes)
+        prune_pending = prune_pending or identity_upgrade_pending(progress, identity)  # commit once: record IDs
         seen_log_start = log_start
         result = CopyResult(task.topic, task.partition, task.remote_topic, start, start, down_end)
         if task.end is not None and start >= task.end and not prune_pending:
@@ -237,7 +241,15 @@ def _copy(
                 held_syncs += prune(offset_map, moved, lag) or []
             result.records += len(upstreams)
             progress_now = Progress(
-                task.topic, task.partition, consumed_to, down_end, copied_before + result.records, epoch, now_ms
+                task.topic,
+                task.partition,
+                consumed_to,
+                down_end,
+                copied_before + result.records,
+                epoch,
+                now_ms,
+                source_id,
+                remote_id,
             )
             commit_batch(writer, task, offset_map, progress_now)
             committed_to = consumed_to

@@ -8,7 +8,7 @@ import logging
 
 from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.core.offset_map import OffsetMap, Segment, decode_segment, decode_segment_key
-from mirrorflow.core.progress import Progress, decode_progress
+from mirrorflow.core.progress import Progress, decode_progress, decode_progress_key
 from mirrorflow.core.transforms import TransformChain
 from mirrorflow.kafka.clients import admin_client
 from mirrorflow.kafka.compacted_log import read_to_end
@@ -32,7 +32,11 @@ def load_progress(task: CopyTask) -> Progress | None:
     for _p, _o, key, value, _ts in read_to_end(
         task.target, task.target_consumer, task.progress_topic, partitions=[0], timeout_s=task.timeout_s
     ):
-        if key is None or value is None:
+        if key is None:
+            continue
+        if value is None:  # a tombstone (`mirrorflow reset` of a topic since deleted): no progress any more
+            if decode_progress_key(key) == (task.topic, task.partition):
+                latest = None
             continue
         progress = decode_progress(key, value)
         if progress.topic == task.topic and progress.partition == task.partition:
@@ -66,6 +70,40 @@ def restore_map(stored: list[Segment], progress: Progress | None, start: int) ->
     return OffsetMap.restore(stored, next_upstream=start, downstream_end=progress.downstream_end if progress else None)
 
 
+def check_identity(task: CopyTask, progress: Progress | None) -> tuple[str, str]:
+    """The (source, remote) topic IDs the next progress records. A recorded ID that differs from the planned one
+    means that topic was deleted and re-created under the same name since the last commit: resuming would copy
+    the new topic from the old topic's offset (or into a new remote topic at the old one's offsets), so the copy
+    stops before it reads anything. An unknown ID on either side cannot be checked and is not a mismatch; a known
+    planned ID replaces an unknown recorded one (how version-0 progress records are upgraded)."""
+    if progress is None:
+        return task.source_topic_id, task.remote_topic_id
+    sides = (
+        ("source", task.topic, task.source, progress.source_topic_id, task.source_topic_id),
+        ("remote", task.remote_topic, task.target, progress.remote_topic_id, task.remote_topic_id),
+    )
+    for side, name, cluster, recorded, planned in sides:
+        if recorded and planned and recorded != planned:
+            raise MirrorflowError(
+                f"flow {task.flow}: the {side} topic '{name}' on '{cluster}' was deleted and re-created: its topic "
+                f"ID is {planned}, but the progress of partition {task.partition} was recorded for topic ID "
+                f"{recorded}. Nothing was copied. To copy source topic '{task.topic}' afresh, pause the flow and "
+                f"run: {reset_command(task)} (see docs/copy.md, 'A topic re-created')."
+            )
+    return (task.source_topic_id or progress.source_topic_id, task.remote_topic_id or progress.remote_topic_id)
+
+
+def identity_upgrade_pending(progress: Progress | None, identity: tuple[str, str]) -> bool:
+    """True when the stored progress lacks an ID now known (a version-0 record, or one written while the ID was
+    unknown): the copy commits once even with nothing to copy, so an idle partition is upgraded too."""
+    return progress is not None and (progress.source_topic_id, progress.remote_topic_id) != identity
+
+
+def reset_command(task: CopyTask) -> str:
+    """The command that starts the copy of the task's topic afresh (`mirrorflow.replication.topic_reset`)."""
+    return f"mirrorflow reset CONFIG --flow '{task.flow}' --topic {task.topic} [--dry-run]"
+
+
 def resolve_start(task: CopyTask, progress: Progress | None, log_start: int, log_end: int) -> int:
     """Where to resume; a gap opened by source retention is an error, never a silent skip."""
     if progress is None:
@@ -80,8 +118,9 @@ def resolve_start(task: CopyTask, progress: Progress | None, log_start: int, log
     if progress.next_upstream > log_end:
         raise MirrorflowError(
             f"flow {task.flow}: {task.topic}-{task.partition} ends at {log_end} on '{task.source}' but "
-            f"{progress.next_upstream} was already copied: the source topic was recreated or truncated. "
-            f"Delete the remote topic '{task.remote_topic}' and its progress record to copy it afresh."
+            f"{progress.next_upstream} was already copied: the source topic was re-created or truncated. Nothing "
+            f"was copied. To copy it afresh, pause the flow and run: {reset_command(task)} "
+            "(see docs/copy.md, 'A topic re-created')."
         )
     return progress.next_upstream
 

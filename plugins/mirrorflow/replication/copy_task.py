@@ -41,6 +41,10 @@ class CopyTask:
     metrics_topic: str | None = None  # MM2's per-partition metrics go here (best-effort); None: not recorded
     metrics_replication_factor: int = 1
     transforms: ChainSpec | None = None  # None (or no transforms): records are copied as read
+    # Kafka's IDs of the source and remote topics seen at planning ("" unknown): the progress records them, and a
+    # recorded ID that differs means the topic was deleted and re-created since (`copy_setup.check_identity`).
+    source_topic_id: str = ""
+    remote_topic_id: str = ""
     source_consumer: Mapping[str, str] = field(default_factory=dict, repr=False)
     target_producer: Mapping[str, str] = field(default_factory=dict, repr=False)
     target_consumer: Mapping[str, str] = field(default_factory=dict, repr=False)

@@ -19,6 +19,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
+from pyspark import TaskContext
 from pyspark.sql import SparkSession
 
 from mirrorflow.config.loader import load_config, split_cluster_args
@@ -27,7 +28,7 @@ from mirrorflow.config.overrides import cluster_settings_from_env, with_cluster_
 from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.replication.checkpoints import emit_checkpoints
 from mirrorflow.replication.copy_group import copy_ranges
-from mirrorflow.replication.copy_plan import copyable, plan_copy, spread, summarise
+from mirrorflow.replication.copy_plan import copyable, plan_copy, refresh_identities, spread, summarise
 from mirrorflow.replication.copy_task import CopyResult, CopyTask
 from mirrorflow.replication.discovery import FlowPlan, discover
 from mirrorflow.replication.flow_clients import FlowClients
@@ -76,7 +77,11 @@ def executor_runtime() -> Runtime:
 
 
 def _copy_partition(groups: Iterable[list[CopyTask]]) -> Iterator[tuple[CopyResult, Runtime]]:
+    context = TaskContext.get()
+    retried = context is not None and context.attemptNumber() > 0
     for group in groups:
+        if retried:  # a topic may have been re-created since planning (see `refresh_identities`)
+            group = refresh_identities(group)
         runtime = executor_runtime()
         for result in copy_ranges(group):
             yield result, runtime
