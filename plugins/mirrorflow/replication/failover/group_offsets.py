@@ -95,6 +95,27 @@ def translate(ctx: Context) -> list[dict[str, Any]]:
     return rows
 
 
+def split_stale(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The rows of the groups that can move, and the stale positions: a group with a position that has no
+    exact translation (older than the copied history, as MM2 would not checkpoint it) is not moved at all, so
+    that it never resumes half on the target; the others are not held up by it (unless --strict-groups)."""
+    stale = [r for r in rows if r["status"] == "before-history"]
+    skipped_groups = {r["group"] for r in stale}
+    skipped = [
+        {k: r[k] for k in ("group", "topic", "partition", "upstream_offset")} | {"reason": r["status"]} for r in stale
+    ]
+    return [r for r in rows if r["group"] not in skipped_groups], skipped
+
+
+def refuse_stale(skipped: list[dict[str, Any]]) -> Refused:
+    return Refused(
+        "no exact translation for "
+        + ", ".join(f"{r['group']} {tp_key(r['topic'], r['partition'])}" for r in skipped[:5])
+        + " (position older than the copied history; --strict-groups is set, without it such groups are "
+        "reported and skipped)"
+    )
+
+
 def _from_checkpoints(ctx: Context) -> list[dict[str, Any]]:
     """The source is down: what the last checkpoints on the target say."""
     policy = ctx.flow.policy()
@@ -137,8 +158,11 @@ def _row(
 
 def commit_offsets(ctx: Context) -> Outcome:
     flow, opts = ctx.flow, ctx.options
+    rows, skipped = split_stale(translate(ctx))
+    if skipped and opts.strict_groups:
+        raise refuse_stale(skipped)
     if opts.mode == "planned":
-        groups = sorted(selected_group_offsets(ctx))
+        groups = sorted({r["group"] for r in rows})
         states = describe_group_states(ctx.clients.source_admin, flow.source, groups, ctx.timeout_s)
         active = {g: s.state for g, s in states.items() if s.state not in IDLE_STATES}
         if active:
@@ -147,7 +171,6 @@ def commit_offsets(ctx: Context) -> Outcome:
                 + ", ".join(f"{g} ({s})" for g, s in sorted(active.items()))
                 + "; stop those consumers so their last position is final, then run again"
             )
-    rows = translate(ctx)
     per_group: dict[str, dict[TP, CommittedOffset]] = {}
     for r in rows:
         if r["translated_offset"] is not None:
@@ -163,7 +186,7 @@ def commit_offsets(ctx: Context) -> Outcome:
             + "; stop them there first"
         )
     if ctx.dry_run:
-        return done(offsets=rows, would_commit=sum(len(v) for v in per_group.values()))
+        return done(offsets=rows, would_commit=sum(len(v) for v in per_group.values()), skipped_groups=skipped)
     mismatched: list[str] = []
     for group, offsets in sorted(per_group.items()):
         write_group_offsets(ctx.clients.target_admin, flow.target, group, offsets, ctx.timeout_s)
@@ -176,4 +199,4 @@ def commit_offsets(ctx: Context) -> Outcome:
                 )
     if mismatched:
         raise MirrorflowError("offsets read back differ from those written: " + "; ".join(mismatched[:5]))
-    return done(offsets=rows, committed=sum(len(v) for v in per_group.values()), verified=True)
+    return done(offsets=rows, committed=sum(len(v) for v in per_group.values()), verified=True, skipped_groups=skipped)

@@ -99,6 +99,7 @@ def build_report(ctx: Context) -> dict[str, Any]:
         "rto_seconds": round(rto_ms / 1000, 3),
         "steps": steps,
         "groups": groups,
+        "skipped_groups": commit.get("skipped_groups", state.result("preflight").get("skipped_groups", [])),
         "partitions": partitions,
         "state_dir": str(ctx.state_dir),
         "generated_ms": time.time_ns() // 1_000_000,
@@ -166,6 +167,19 @@ def render_markdown(report: dict[str, Any]) -> str:
             f"| {g['group']} | {g['remote_topic']} | {g['partition']} | {g['upstream_offset']} "
             f"| {g['translated_offset']} | {g['status']} | {g['lag']} | {g['records_at_risk']} |"
         )
+    skipped = report.get("skipped_groups") or []
+    if skipped:
+        lines += [
+            "",
+            "## Skipped groups (not moved: no exact translation; --strict-groups makes this fatal)",
+            "",
+            "| group | topic | partition | upstream | reason |",
+            "|---|---|---:|---:|---|",
+        ]
+        lines += [
+            f"| {g['group']} | {g['topic']} | {g['partition']} | {g['upstream_offset']} | {g['reason']} |"
+            for g in skipped
+        ]
     lines += [
         "",
         "## Partitions",

@@ -78,6 +78,7 @@ class FailoverOptions:
     state_dir: str | None = None
     restart: bool = False
     clusters: tuple[str, ...] = ()
+    strict_groups: bool = False  # a group with no exact translation refuses the run instead of being skipped
 
     @property
     def source(self) -> str:
@@ -176,6 +177,7 @@ def options_from_values(
         max_lag_seconds=values.get("max_lag_seconds"),
         state_dir=None if state_dir is None else str(state_dir),
         restart=bool(values.get("restart", False)),
+        strict_groups=bool(values.get("strict_groups", False)),
     )
     options.validate()
     return options

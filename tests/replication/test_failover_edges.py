@@ -1,0 +1,88 @@
+"""Edge cases of the failover runbook on real clusters A and B (issue 18): a group with no translation does not
+block the others, a partition that lost every record to retention before the flow started, a transaction left
+open across the fence."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer, TopicPartition
+from tests.kafka_helpers import KafkaKit
+from tests.replication.helpers import commit_offsets, copy_all, failover_config
+
+from mirrorflow.config.model import MirrorConfig
+from mirrorflow.kafka.groups import committed_offsets
+from mirrorflow.replication.failover.runbook import FailoverFailed, FailoverOptions, run_failover
+from mirrorflow.replication.flow_cycle import TOPICS, run_control_plane
+
+pytestmark = pytest.mark.integration
+
+
+def _produce(producer: Producer, topic: str, partition: int, count: int) -> None:
+    for i in range(count):
+        producer.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode(), partition=partition)
+    assert producer.flush(30) == 0
+
+
+def _delete_below(kafka: KafkaKit, topic: str, partition: int, offset: int) -> None:
+    """What retention does: the partition's records below `offset` are gone."""
+    admin = kafka.admin("A")
+    [future] = admin.delete_records([TopicPartition(topic, partition, offset)]).values()
+    assert future.result(30).low_watermark == offset
+
+
+def _flow_with_groups(
+    write_config: Callable[..., MirrorConfig], kafka: KafkaKit, partitions: int, counts: dict[int, int]
+) -> tuple[MirrorConfig, str, str]:
+    """A topic on A with `counts[p]` records per partition, mirrored A->B with the groups `<prefix>.*`."""
+    topic = kafka.topic("foe")
+    prefix = f"foe-{uuid.uuid4().hex[:8]}-"
+    config = failover_config(write_config, kafka.admin("A"), topic, partitions, f"{prefix}.*")
+    producer = kafka.producer("A")
+    for partition, count in counts.items():
+        _produce(producer, topic, partition, count)
+    return config, topic, prefix
+
+
+def _options(
+    config: MirrorConfig, prefix: str, tmp_path: Path, name: str = "state", **settings: Any
+) -> FailoverOptions:
+    return FailoverOptions(
+        config=config.path, primary="A", dr="B", groups=f"{prefix}.*", state_dir=str(tmp_path / name), **settings
+    )
+
+
+def _copy(config: MirrorConfig, topic: str, partitions: int) -> int:
+    flow = config.flow("A->B")
+    run_control_plane(flow, steps={TOPICS})
+    return copy_all(flow, topic, partitions)
+
+
+def test_a_stale_group_is_reported_and_skipped_while_the_others_move(
+    tmp_path: Path, write_config: Callable[..., MirrorConfig], kafka: KafkaKit
+) -> None:
+    # Records 0-29 deleted before the flow ever ran: the copy starts at 30, the offset map at 30.
+    config, topic, prefix = _flow_with_groups(write_config, kafka, 1, {0: 60})
+    _delete_below(kafka, topic, 0, 30)
+    assert _copy(config, topic, 1) == 30
+    stale, good = prefix + "stale", prefix + "good"
+    commit_offsets(kafka.admin("A"), stale, {(topic, 0): 5})  # below the log start and the copied history
+    commit_offsets(kafka.admin("A"), good, {(topic, 0): 40})
+
+    report = run_failover(_options(config, prefix, tmp_path))
+    assert report["completed"]
+    assert [(g["group"], g["partition"], g["translated_offset"]) for g in report["groups"]] == [(good, 0, 10)]
+    assert report["skipped_groups"] == [
+        {"group": stale, "topic": topic, "partition": 0, "upstream_offset": 5, "reason": "before-history"}
+    ]
+    on_b = {
+        g: {tp: o.offset for tp, o in committed_offsets(kafka.admin("B"), "B", g, 10).items()} for g in (good, stale)
+    }
+    assert on_b == {good: {(f"A.{topic}", 0): 10}, stale: {}}
+
+    with pytest.raises(FailoverFailed, match=r"preflight.*no exact translation for " + stale):
+        run_failover(_options(config, prefix, tmp_path, "strict", strict_groups=True))
