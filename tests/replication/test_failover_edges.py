@@ -86,3 +86,25 @@ def test_a_stale_group_is_reported_and_skipped_while_the_others_move(
 
     with pytest.raises(FailoverFailed, match=r"preflight.*no exact translation for " + stale):
         run_failover(_options(config, prefix, tmp_path, "strict", strict_groups=True))
+
+
+def test_a_partition_emptied_by_retention_before_the_flow_does_not_block_the_drain_or_count_at_risk(
+    tmp_path: Path, write_config: Callable[..., MirrorConfig], kafka: KafkaKit
+) -> None:
+    # Partition 1 lost all its 100 records before the flow started: the copy never writes progress for it.
+    config, topic, prefix = _flow_with_groups(write_config, kafka, 2, {0: 20, 1: 100})
+    _delete_below(kafka, topic, 1, 100)
+    assert _copy(config, topic, 2) == 20
+    commit_offsets(kafka.admin("A"), prefix + "svc", {(topic, 0): 12})
+
+    ledger = run_failover(_options(config, prefix, tmp_path, "unplanned", mode="unplanned", dry_run=True))
+    assert {(p["partition"], p["records_at_risk"]) for p in ledger["partitions"]} == {(0, 0), (1, 0)}
+    assert ledger["data_loss_bound_records"] == 0
+
+    report = run_failover(_options(config, prefix, tmp_path))
+    assert report["completed"]
+    assert {(p["partition"], p["source_end"], p["records_at_risk"]) for p in report["partitions"]} == {
+        (0, 20, 0),
+        (1, 100, 0),
+    }
+    assert [(g["partition"], g["translated_offset"]) for g in report["groups"]] == [(0, 12)]
