@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer, TopicPartition
-from tests.kafka_helpers import KafkaKit
+from tests.kafka_helpers import KafkaKit, read_contents
 from tests.replication.helpers import commit_offsets, copy_all, failover_config
 
 from mirrorflow.config.model import MirrorConfig
@@ -108,3 +108,36 @@ def test_a_partition_emptied_by_retention_before_the_flow_does_not_block_the_dra
         (1, 100, 0),
     }
     assert [(g["partition"], g["translated_offset"]) for g in report["groups"]] == [(0, 12)]
+
+
+def test_a_transaction_open_across_the_fence_is_counted_at_risk_and_not_lost_silently(
+    tmp_path: Path, write_config: Callable[..., MirrorConfig], kafka: KafkaKit
+) -> None:
+    config, topic, prefix = _flow_with_groups(write_config, kafka, 1, {0: 10})
+    assert _copy(config, topic, 1) == 10
+    commit_offsets(kafka.admin("A"), prefix + "svc", {(topic, 0): 5})
+    # A producer of the application, mid-transaction when the fence goes up; it commits only after the cutover.
+    txn = kafka.producer("A", {"transactional.id": f"{prefix}app"})
+    txn.init_transactions(30)
+    txn.begin_transaction()
+    _produce(txn, topic, 0, 5)
+
+    options = _options(
+        config,
+        prefix,
+        tmp_path,
+        fence="command",
+        fence_command="true",  # the application's other producers are already stopped
+        fence_verify_seconds=0.5,
+        open_transaction_wait_seconds=2.0,
+    )
+    report = run_failover(options)
+    txn.commit_transaction(30)
+
+    assert report["completed"] and report["fence"]["status"] == "fenced"
+    on_a = len(read_contents(kafka.consumer("A", {"isolation.level": "read_committed"}), topic, 0))
+    on_b = len(read_contents(kafka.consumer("B", {"isolation.level": "read_committed"}), f"A.{topic}", 0))
+    assert (on_a, on_b) == (15, 10)
+    [partition] = report["partitions"]
+    assert partition["records_at_risk"] == on_a - on_b, partition
+    assert report["data_loss_bound_records"] == on_a - on_b

@@ -69,6 +69,13 @@ StrictGroups = Annotated[
         help="Refuse when a selected group has no exact translation (default: report it and move the others).",
     ),
 ]
+OpenTxnWait = Annotated[
+    float,
+    typer.Option(
+        "--open-transaction-wait-seconds",
+        help="Planned: how long to wait for transactions open at the fence; still open: reported at risk.",
+    ),
+]
 Restart = Annotated[bool, typer.Option("--restart", help="Discard a previous run's state and start over.")]
 Config = Annotated[Path, typer.Argument(help="The mm2.properties file.", show_default=False)]
 
@@ -94,6 +101,7 @@ def runbook(
     state_dir: StateDir = None,
     restart: Restart = False,
     strict_groups: StrictGroups = False,
+    open_transaction_wait_seconds: OpenTxnWait = 60.0,
     verbose: VerboseOption = False,
 ) -> None:
     """Both commands: failover and failback take the same options; the command's name is the direction."""

@@ -104,19 +104,27 @@ def drain(ctx: Context) -> Outcome:
             "the drain did not reach the fenced end on "
             + ", ".join(f"{tp_key(*tp)} ({n} left)" for tp, n in short.items())
         )
-    partitions = [
-        {
-            "topic": t,
-            "partition": p,
-            "remote_topic": flow.policy().format_remote_topic(flow.source, t),
-            "source_end": ends[(t, p)],
-            "copied_to": copied.get((t, p), ends[(t, p)]),
-            "source_log_start": starts[(t, p)],
-            "records_at_risk": 0,
-        }
-        for t, p in sorted(wanted)
-    ]
-    return done(copied_records=sum(r.records for r in results), partitions=partitions, records_at_risk=0)
+    # A transaction verify_fence saw still open: its records lie between the drained end (the LSO) and the fenced
+    # high watermark and may commit after the cutover; they are counted at risk, never silently dropped.
+    fenced = ctx.state.result("verify_fence").get("fenced_ends", {})
+    partitions = []
+    for t, p in sorted(wanted):
+        at_risk = max(0, fenced.get(tp_key(t, p), 0) - reached(copied, starts, (t, p)))
+        partitions.append(
+            {
+                "topic": t,
+                "partition": p,
+                "remote_topic": flow.policy().format_remote_topic(flow.source, t),
+                "source_end": ends[(t, p)],
+                "copied_to": copied.get((t, p), ends[(t, p)]),
+                "source_log_start": starts[(t, p)],
+                "records_at_risk": at_risk,
+            }
+        )
+        if at_risk:
+            partitions[-1]["open_transaction_at_fence"] = True
+    total = sum(x["records_at_risk"] for x in partitions)
+    return done(copied_records=sum(r.records for r in results), partitions=partitions, records_at_risk=total)
 
 
 def ledger(ctx: Context) -> Outcome:

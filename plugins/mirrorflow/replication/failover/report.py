@@ -71,9 +71,12 @@ def build_report(ctx: Context) -> dict[str, Any]:
     totals = [p.get("records_at_risk") for p in partitions]
     bound: int | str | None
     if opts.mode == "planned":
+        # Fenced: 0 unless a transaction was still open at the fence (its records are counted per partition).
         bound = (
-            0
-            if fenced or would_fence
+            sum(int(p.get("records_at_risk") or 0) for p in partitions)
+            if fenced
+            else 0
+            if would_fence
             else "unbounded: the primary was not fenced; writes after the cutover are not on the target"
         )
     else:
