@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer, TopicPartition
-from tests.kafka_helpers import KafkaKit, read_contents
+from tests.kafka_helpers import KafkaKit, create_topic, read_contents
 from tests.replication.helpers import commit_offsets, copy_all, failover_config
+from tests.replication.test_provenance_live import copy_once
 
 from mirrorflow.config.model import MirrorConfig
 from mirrorflow.kafka.groups import committed_offsets
@@ -141,3 +142,39 @@ def test_a_transaction_open_across_the_fence_is_counted_at_risk_and_not_lost_sil
     [partition] = report["partitions"]
     assert partition["records_at_risk"] == on_a - on_b, partition
     assert report["data_loss_bound_records"] == on_a - on_b
+
+
+def test_identity_policy_failback_brings_groups_home_exactly_from_both_origins(
+    tmp_path: Path, write_config: Callable[..., MirrorConfig], kafka: KafkaKit
+) -> None:
+    # Identity names both ways: B's `topic` holds copies of A's records (0-9, then the copy's commit marker) and
+    # B's own records written after the failover; failing back, the B->A flow copies only B's own (provenance).
+    topic = kafka.topic("foi")
+    prefix = f"foi-{uuid.uuid4().hex[:8]}-"
+    for alias in ("A", "B"):
+        create_topic(kafka.admin(alias), topic, 1)
+    config = write_config(
+        "A->B.enabled = true\nB->A.enabled = true\n"
+        f"topics = {topic}\ngroups = {prefix}.*\nheartbeats.replication.enabled = false\n"
+        "replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n"
+        "mirrorflow.provenance.headers = true\n"
+    )
+    _produce(kafka.producer("A"), topic, 0, 10)
+    assert copy_once(config.flow("A->B")) == 10
+    _produce(kafka.producer("B"), topic, 0, 10)
+    assert copy_once(config.flow("B->A")) == 10
+    positions = {"a-origin": 4, "first-b": 11, "b-origin": 15, "read-all": 21}  # offsets on B (10 is a marker)
+    for name, offset in positions.items():
+        commit_offsets(kafka.admin("B"), prefix + name, {(topic, 0): offset})
+
+    report = run_failover(_options(config, prefix, tmp_path, direction="failback"))
+
+    assert report["completed"]
+    home = {g["group"][len(prefix) :]: g["translated_offset"] for g in report["groups"]}
+    assert set(home) == set(positions)
+    reader = {alias: kafka.consumer(alias, {"isolation.level": "read_committed"}) for alias in ("A", "B")}
+    for name, offset in positions.items():
+        # 0 re-read, 0 skipped: what the group reads on A from its new position is what it had not read on B.
+        unread = [(k, v) for k, v, _h in read_contents(reader["B"], topic, 0, offset)]
+        resumed = [(k, v) for k, v, _h in read_contents(reader["A"], topic, 0, home[name])]
+        assert resumed == unread, f"{name}: at {offset} on B, at {home[name]} on A"

@@ -24,6 +24,7 @@ from mirrorflow.replication.flow_rules import FlowRules, internal_separator
 from mirrorflow.replication.group_sync import IDLE_STATES
 from mirrorflow.replication.offset_translation import (
     CheckpointStore,
+    FlowOffsetMaps,
     learn_leading_gaps,
     load_offset_maps,
     read_offset_maps,
@@ -71,20 +72,24 @@ def translate(ctx: Context) -> list[dict[str, Any]]:
     maps = load_offset_maps(flow, topics=forward_topics, timeout_s=ctx.timeout_s)
     positions = [(t, p, o.offset) for found in offsets.values() for (t, p), o in found.items() if t in forward_topics]
     learn_leading_gaps(flow, maps, positions, ctx.clients.source_admin, ctx.timeout_s)
+    # Same-named copies (IdentityReplicationPolicy): the source's `x` may hold copies of the target's `x`.
+    same_name = {t for t in forward_topics if policy.format_remote_topic(flow.target, t) == t}
     # The forward flow target->source keeps its maps on the source cluster: read them with our source clients.
     inverse = read_offset_maps(
         flow.source,
         flow.source_consumer.librdkafka(),
         flow.target,
         internal_separator(flow),
-        topics={home for home in homes.values() if home is not None},
+        topics={home for home in homes.values() if home is not None} | same_name,
         timeout_s=ctx.timeout_s,
     )
     rows: list[dict[str, Any]] = []
     for group, found in sorted(offsets.items()):
         for (topic, partition), committed in sorted(found.items()):
             home = homes[topic]
-            if home is None:
+            if home is None and topic in same_name and _on_a_copy(inverse, topic, partition, committed.offset):
+                remote, t = topic, inverse.untranslate(topic, partition, committed.offset)
+            elif home is None:
                 remote = rename_topic_partition(
                     topic, policy=policy, source_alias=flow.source, target_alias=flow.target
                 )
@@ -93,6 +98,18 @@ def translate(ctx: Context) -> list[dict[str, Any]]:
                 remote, t = home, inverse.untranslate(home, partition, committed.offset)
             rows.append(_row(group, topic, remote, partition, committed.offset, t.offset, t.status, committed.metadata))
     return rows
+
+
+def _on_a_copy(inverse: FlowOffsetMaps, topic: str, partition: int, offset: int) -> bool:
+    """Whether `offset` of the source's `topic` holds a copy of a target record (IdentityReplicationPolicy, where
+    one topic holds both origins). The target->source flow's map then brings the group home exactly
+    (`OffsetMap.untranslate`); the forward map would skip to the next record of the source's own, because the
+    forward copy dropped every copy of a target record (provenance), so positions on them have no copy."""
+    offset_map = inverse.get(topic, partition)
+    if offset_map is None or offset_map.downstream_end is None or offset >= offset_map.downstream_end:
+        return False
+    upstream = offset_map.untranslate(offset)
+    return upstream is not None and offset_map.translate(upstream) == offset
 
 
 def split_stale(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
