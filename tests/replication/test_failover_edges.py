@@ -4,6 +4,7 @@ open across the fence."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -11,13 +12,14 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer, TopicPartition
+from tests.cli.cli_helpers import cli
 from tests.kafka_helpers import KafkaKit, create_topic, read_contents
 from tests.replication.helpers import commit_offsets, copy_all, failover_config
 from tests.replication.test_provenance_live import copy_once
 
 from mirrorflow.config.model import MirrorConfig
 from mirrorflow.kafka.groups import committed_offsets
-from mirrorflow.replication.failover.runbook import FailoverFailed, FailoverOptions, run_failover
+from mirrorflow.replication.failover.runbook import FailoverOptions, run_failover
 from mirrorflow.replication.flow_cycle import TOPICS, run_control_plane
 
 pytestmark = pytest.mark.integration
@@ -64,7 +66,7 @@ def _copy(config: MirrorConfig, topic: str, partitions: int) -> int:
 
 
 def test_a_stale_group_is_reported_and_skipped_while_the_others_move(
-    tmp_path: Path, write_config: Callable[..., MirrorConfig], kafka: KafkaKit
+    tmp_path: Path, write_config: Callable[..., MirrorConfig], kafka: KafkaKit, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # Records 0-29 deleted before the flow ever ran: the copy starts at 30, the offset map at 30.
     config, topic, prefix = _flow_with_groups(write_config, kafka, 1, {0: 60})
@@ -73,8 +75,14 @@ def test_a_stale_group_is_reported_and_skipped_while_the_others_move(
     stale, good = prefix + "stale", prefix + "good"
     commit_offsets(kafka.admin("A"), stale, {(topic, 0): 5})  # below the log start and the copied history
     commit_offsets(kafka.admin("A"), good, {(topic, 0): 40})
+    command = ["failover", str(config.path), "--primary", "A", "--dr", "B", "--groups", f"{prefix}.*"]
 
-    report = run_failover(_options(config, prefix, tmp_path))
+    code, out, err = cli(capsys, *command, "--state-dir", str(tmp_path / "state"))
+    assert code == 0, err
+    assert f"skipped group {stale}: no exact translation for {topic}-0 at 5" in err
+    assert "## Skipped groups" in out and f"| {stale} | {topic} | 0 | 5 | before-history |" in out
+    assert "must read with isolation.level=read_committed" in out  # the target consumers' contract
+    report = json.loads((tmp_path / "state" / "report.json").read_text())
     assert report["completed"]
     assert [(g["group"], g["partition"], g["translated_offset"]) for g in report["groups"]] == [(good, 0, 10)]
     assert report["skipped_groups"] == [
@@ -85,8 +93,8 @@ def test_a_stale_group_is_reported_and_skipped_while_the_others_move(
     }
     assert on_b == {good: {(f"A.{topic}", 0): 10}, stale: {}}
 
-    with pytest.raises(FailoverFailed, match=r"preflight.*no exact translation for " + stale):
-        run_failover(_options(config, prefix, tmp_path, "strict", strict_groups=True))
+    code, _out, err = cli(capsys, *command, "--state-dir", str(tmp_path / "strict"), "--strict-groups")
+    assert code == 1 and "preflight' refused: no exact translation for " + stale in err, err
 
 
 def test_a_partition_emptied_by_retention_before_the_flow_does_not_block_the_drain_or_count_at_risk(

@@ -17,6 +17,10 @@ from mirrorflow.kafka.offsets import list_offsets
 from mirrorflow.replication.failover.runbook import STEP_NAMES, Context
 from mirrorflow.replication.failover.state import DONE, PLANNED, SKIPPED
 
+CONSUMER_CONTRACT = (
+    "consumers on the target must read with isolation.level=read_committed: exactly-once holds for them only "
+    "(a read_uncommitted consumer also sees the records of aborted copy transactions)"
+)
 RTO_STEPS = STEP_NAMES[: STEP_NAMES.index("redirect") + 1]
 """The steps the RTO counts: up to and including the redirect (arming the reverse flow comes after clients moved)."""
 REPORT_JSON = "report.json"
@@ -104,6 +108,7 @@ def build_report(ctx: Context) -> dict[str, Any]:
         "groups": groups,
         "skipped_groups": commit.get("skipped_groups", state.result("preflight").get("skipped_groups", [])),
         "partitions": partitions,
+        "consumer_contract": CONSUMER_CONTRACT,
         "state_dir": str(ctx.state_dir),
         "generated_ms": time.time_ns() // 1_000_000,
     }
@@ -149,6 +154,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"- redirect: {report['redirect'].get('method', 'none')}",
         f"- data-loss bound (records): {report['data_loss_bound_records']}",
         f"- RTO: {report['rto_seconds']} s",
+        f"- {report.get('consumer_contract', CONSUMER_CONTRACT)}",
         "",
         "## Steps",
         "",
