@@ -6,8 +6,9 @@ the first group call to a new cluster (`__consumer_offsets` is being created) an
 partitions are loading). The reads run in a child process, so a crash is a failed assertion with its exit code
 instead of a dead pytest. Each trial starts a cluster of its own (one broker), reads the offsets of many groups
 (spread over the partitions of `__consumer_offsets`), commits some, kills and restarts the broker, and reads them
-again at once, through `list_committed_offsets` (checkpoints, group sync, failover) and `committed_offsets`.
-`make test` runs one trial; `make test-faults` runs 2 x MIRRORFLOW_FAULT_TRIALS (20).
+again at once, through `list_committed_offsets` (checkpoints, group sync, failover) and `committed_offsets`;
+`mirrorflow translate --live` makes the first group call on the fresh cluster in even trials and the first after
+the restart in odd ones. `make test` runs one trial; `make test-faults` runs 2 x MIRRORFLOW_FAULT_TRIALS (20).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from tests.replication.helpers import commit_offsets
 from tests.replication.test_faults_brokers import restart
 
 from mirrorflow.local.cluster import LocalClusters
+from mirrorflow.local.properties import mm2_config_text
 
 pytestmark = pytest.mark.integration
 TRIALS = 2 * int(os.environ.get("MIRRORFLOW_FAULT_TRIALS") or 0) or 1
@@ -46,19 +48,26 @@ print(json.dumps({g: {f"{t}:{p}": o.offset for (t, p), o in sorted(v.items())} f
 """
 
 
-def read_in_child(bootstrap: str, groups: list[str]) -> dict[str, dict[str, int]]:
-    """The groups' committed offsets, read by a child process; fails with its exit code if it dies."""
+def run_child(what: str, *args: str) -> str:
+    """The stdout of `python <args>` (this checkout first on the path); fails with its exit code if it dies."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "plugins"), str(REPO)])}
-    child = subprocess.run(
-        [sys.executable, "-c", _READER, bootstrap, ",".join(groups)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=180,
-        check=False,
+    child = subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, timeout=180, check=False)
+    assert child.returncode == 0, f"{what} exited {child.returncode}: {child.stderr[-2000:]}"
+    return child.stdout
+
+
+def read_in_child(bootstrap: str, groups: list[str]) -> dict[str, dict[str, int]]:
+    """The groups' committed offsets, read by a child process."""
+    found: dict[str, dict[str, int]] = json.loads(
+        run_child("the group offset reader", "-c", _READER, bootstrap, ",".join(groups))
     )
-    assert child.returncode == 0, f"group offset reader exited {child.returncode}: {child.stderr[-2000:]}"
-    found: dict[str, dict[str, int]] = json.loads(child.stdout)
+    return found
+
+
+def translate_live_in_child(config: Path, group_regex: str) -> dict[str, object]:
+    """`mirrorflow translate --live` (it reads the groups' offsets first) in a child process: its JSON."""
+    argv = ["-m", "mirrorflow", "translate", str(config), "--groups", group_regex, "--source", "G", "--target", "H"]
+    found: dict[str, object] = json.loads(run_child("mirrorflow translate --live", *argv, "--live", "--json"))
     return found
 
 
@@ -72,6 +81,12 @@ def test_group_offsets_survive_a_fresh_cluster_and_a_coordinator_restart(tmp_pat
             run = uuid.uuid4().hex[:6]
             groups = [f"offsets-{run}-{i}" for i in range(GROUPS)]
             topic = f"offsets-{run}"
+            # A flow G->H between two aliases of this one cluster: enough for `translate --live` to read offsets.
+            config = tmp_path / f"trial-{trial}.properties"
+            config.write_text(mm2_config_text({"G": bootstrap, "H": bootstrap}, "G->H.enabled = true\n"))
+            fresh = trial % 2 == 0  # which reader makes the cluster's first group call
+            if fresh:
+                assert translate_live_in_child(config, f"offsets-{run}-.*") == {}, f"trial {trial}: translate"
             assert read_in_child(bootstrap, groups) == {g: {} for g in groups}, f"trial {trial}: fresh cluster"
 
             settings = {"bootstrap.servers": bootstrap}
@@ -83,6 +98,8 @@ def test_group_offsets_survive_a_fresh_cluster_and_a_coordinator_restart(tmp_pat
             del admin
 
             restart(clusters, "G", kill=True)
+            if not fresh:
+                assert translate_live_in_child(config, f"offsets-{run}-.*") == {}, f"trial {trial}: translate"
             expected = {g: want.get(g, {}) for g in groups}
             assert read_in_child(bootstrap, groups) == expected, f"trial {trial}: after the restart"
         finally:
