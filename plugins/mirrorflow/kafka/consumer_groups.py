@@ -4,7 +4,7 @@ Kafka's OffsetFetch takes one group per request in librdkafka, so "batched" list
 done by keeping a window of requests in flight. Group coordinators answer NOT_COORDINATOR or
 COORDINATOR_LOAD_IN_PROGRESS while `__consumer_offsets` is being created or moved (a fresh cluster does this on
 its first group call); those answers are retried until the deadline instead of failing the step. Offsets are
-read through consumers (`mirrorflow.kafka.groups.read_committed`), never the admin call that crashes on
+read through consumers (`mirrorflow.kafka.groups.fetch_committed`), never the admin call that crashes on
 NOT_COORDINATOR (librdkafka issue 5040).
 """
 
@@ -24,7 +24,7 @@ from mirrorflow.kafka.groups import (
     CommittedOffset,
     all_partitions,
     alter_group_offsets,
-    read_committed,
+    fetch_committed,
     reader_settings,
 )
 
@@ -98,7 +98,7 @@ def _gather(
 def list_committed_offsets(
     admin: AdminClient, cluster: str, groups: Sequence[str], timeout_s: float
 ) -> dict[str, dict[tuple[str, int], CommittedOffset]]:
-    """Committed offsets of every group in `groups` (a few consumers at a time, see `read_committed`);
+    """Committed offsets of every group in `groups` (a few consumers at a time, see `fetch_committed`);
     partitions without a commit (offset < 0) are left out."""
     unique = list(dict.fromkeys(groups))
     if not unique:
@@ -108,7 +108,7 @@ def list_committed_offsets(
     deadline = time.monotonic() + timeout_s
 
     def read(group: str) -> dict[tuple[str, int], CommittedOffset]:
-        return read_committed(settings, cluster, group, partitions, deadline)
+        return fetch_committed(settings, cluster, group, partitions, deadline)
 
     with ThreadPoolExecutor(max_workers=min(_READERS, len(unique)), thread_name_prefix="group-offsets") as pool:
         return dict(zip(unique, pool.map(read, unique), strict=True))

@@ -72,7 +72,7 @@ def remember_settings(admin: AdminClient, settings: Mapping[str, Any]) -> AdminC
 
 
 def reader_settings(admin: AdminClient, cluster: str) -> dict[str, Any]:
-    """The settings `read_committed` needs to reach the cluster `admin` talks to."""
+    """The settings `fetch_committed` needs to reach the cluster `admin` talks to."""
     settings = getattr(admin, _SETTINGS_ATTR, None)
     if settings is None:
         raise MirrorflowError(
@@ -93,7 +93,7 @@ def all_partitions(admin: AdminClient, cluster: str, timeout_s: float) -> list[T
     ]
 
 
-def read_committed(
+def fetch_committed(
     settings: Mapping[str, Any], cluster: str, group: str, partitions: Sequence[TopicPartition], deadline: float
 ) -> dict[tuple[str, int], CommittedOffset]:
     """A group's committed offsets on `partitions` through a consumer's `committed()` (never the admin call,
@@ -127,7 +127,7 @@ def committed_offsets(
     """A group's committed offsets on the cluster's topics; partitions without a commit are left out."""
     settings = reader_settings(admin, cluster)
     partitions = all_partitions(admin, cluster, timeout_s)
-    return read_committed(settings, cluster, group, partitions, time.monotonic() + timeout_s)
+    return fetch_committed(settings, cluster, group, partitions, time.monotonic() + timeout_s)
 
 
 def alter_group_offsets(
