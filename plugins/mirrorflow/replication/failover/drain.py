@@ -117,7 +117,6 @@ def drain(ctx: Context) -> Outcome:
                 "remote_topic": flow.policy().format_remote_topic(flow.source, t),
                 "source_end": ends[(t, p)],
                 "copied_to": copied.get((t, p), ends[(t, p)]),
-                "source_log_start": starts[(t, p)],
                 "records_at_risk": at_risk,
             }
         )
@@ -151,7 +150,6 @@ def ledger(ctx: Context) -> Outcome:
                 "remote_topic": flow.policy().format_remote_topic(flow.source, t),
                 "source_end": end,
                 "copied_to": copied.get((t, p)),
-                "source_log_start": starts.get((t, p)),
                 "records_at_risk": at_risk,
             }
         )
