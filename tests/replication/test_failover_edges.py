@@ -5,6 +5,8 @@ open across the fence."""
 from __future__ import annotations
 
 import json
+import queue
+import threading
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -119,37 +121,76 @@ def test_a_partition_emptied_by_retention_before_the_flow_does_not_block_the_dra
     assert [(g["partition"], g["translated_offset"]) for g in report["groups"]] == [(0, 12)]
 
 
-def test_a_transaction_open_across_the_fence_is_counted_at_risk_and_not_lost_silently(
-    tmp_path: Path, write_config: Callable[..., MirrorConfig], kafka: KafkaKit
-) -> None:
+def _transaction_open_at_the_fence(
+    tmp_path: Path, write_config: Callable[..., MirrorConfig], kafka: KafkaKit, wait_s: float
+) -> tuple[str, FailoverOptions, Producer, Callable[[], tuple[int, int]]]:
+    """10 records copied, then an application's transaction of 5 records left open on A; the failover options
+    (a command fence: the application's other producers are stopped) and a count of (records on A, on B), both
+    read_committed."""
     config, topic, prefix = _flow_with_groups(write_config, kafka, 1, {0: 10})
     assert _copy(config, topic, 1) == 10
     commit_offsets(kafka.admin("A"), prefix + "svc", {(topic, 0): 5})
-    # A producer of the application, mid-transaction when the fence goes up; it commits only after the cutover.
     txn = kafka.producer("A", {"transactional.id": f"{prefix}app"})
     txn.init_transactions(30)
     txn.begin_transaction()
     _produce(txn, topic, 0, 5)
-
     options = _options(
         config,
         prefix,
         tmp_path,
         fence="command",
-        fence_command="true",  # the application's other producers are already stopped
+        fence_command="true",
         fence_verify_seconds=0.5,
-        open_transaction_wait_seconds=2.0,
+        open_transaction_wait_seconds=wait_s,
     )
+
+    def counts() -> tuple[int, int]:
+        on_a = read_contents(kafka.consumer("A", {"isolation.level": "read_committed"}), topic, 0)
+        on_b = read_contents(kafka.consumer("B", {"isolation.level": "read_committed"}), f"A.{topic}", 0)
+        return len(on_a), len(on_b)
+
+    return topic, options, txn, counts
+
+
+def test_a_transaction_still_open_after_the_wait_is_counted_at_risk(
+    tmp_path: Path, write_config: Callable[..., MirrorConfig], kafka: KafkaKit
+) -> None:
+    _topic, options, txn, counts = _transaction_open_at_the_fence(tmp_path, write_config, kafka, wait_s=2.0)
     report = run_failover(options)
-    txn.commit_transaction(30)
+    txn.commit_transaction(30)  # after the cutover: these records never reach B
 
     assert report["completed"] and report["fence"]["status"] == "fenced"
-    on_a = len(read_contents(kafka.consumer("A", {"isolation.level": "read_committed"}), topic, 0))
-    on_b = len(read_contents(kafka.consumer("B", {"isolation.level": "read_committed"}), f"A.{topic}", 0))
+    on_a, on_b = counts()
     assert (on_a, on_b) == (15, 10)
     [partition] = report["partitions"]
     assert partition["records_at_risk"] == on_a - on_b, partition
     assert report["data_loss_bound_records"] == on_a - on_b
+
+
+def test_a_transaction_committed_while_verify_fence_waits_is_drained(
+    tmp_path: Path, write_config: Callable[..., MirrorConfig], kafka: KafkaKit
+) -> None:
+    _topic, options, txn, counts = _transaction_open_at_the_fence(tmp_path, write_config, kafka, wait_s=120.0)
+    steps: queue.Queue[str] = queue.Queue()
+    result: dict[str, Any] = {}
+
+    def run() -> None:
+        result["report"] = run_failover(options, on_step=lambda name, _status, _result: steps.put(name))
+
+    runner = threading.Thread(target=run, daemon=True)
+    runner.start()
+    assert steps.get(timeout=120) == "preflight" and steps.get(timeout=120) == "fence"
+    # verify_fence cannot end while the transaction is open (it would end within ~1 s without the wait).
+    with pytest.raises(queue.Empty):
+        steps.get(timeout=5)
+    txn.commit_transaction(30)
+    runner.join(180)
+
+    report = result["report"]
+    assert report["completed"] and report["fence"]["status"] == "fenced"
+    assert counts() == (15, 15)
+    assert [p["records_at_risk"] for p in report["partitions"]] == [0]
+    assert report["data_loss_bound_records"] == 0
 
 
 def test_identity_policy_failback_brings_groups_home_exactly_from_both_origins(
