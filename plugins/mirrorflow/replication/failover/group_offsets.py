@@ -87,7 +87,7 @@ def translate(ctx: Context) -> list[dict[str, Any]]:
     for group, found in sorted(offsets.items()):
         for (topic, partition), committed in sorted(found.items()):
             home = homes[topic]
-            if home is None and topic in same_name and _on_a_copy(inverse, topic, partition, committed.offset):
+            if home is None and topic in same_name and on_a_copy(inverse, topic, partition, committed.offset):
                 remote, t = topic, inverse.untranslate(topic, partition, committed.offset)
             elif home is None:
                 remote = rename_topic_partition(
@@ -100,7 +100,7 @@ def translate(ctx: Context) -> list[dict[str, Any]]:
     return rows
 
 
-def _on_a_copy(inverse: FlowOffsetMaps, topic: str, partition: int, offset: int) -> bool:
+def on_a_copy(inverse: FlowOffsetMaps, topic: str, partition: int, offset: int) -> bool:
     """Whether `offset` of the source's `topic` holds a copy of a target record (IdentityReplicationPolicy, where
     one topic holds both origins). The target->source flow's map then brings the group home exactly
     (`OffsetMap.untranslate`); the forward map would skip to the next record of the source's own, because the
