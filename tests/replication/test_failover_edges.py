@@ -165,6 +165,7 @@ def test_a_transaction_still_open_after_the_wait_is_counted_at_risk(
     [partition] = report["partitions"]
     assert partition["records_at_risk"] == on_a - on_b, partition
     assert report["data_loss_bound_records"] == on_a - on_b
+    assert [(g["upstream_offset"], g["records_at_risk"]) for g in report["groups"]] == [(5, on_a - on_b)]
 
 
 def test_a_transaction_committed_while_verify_fence_waits_is_drained(

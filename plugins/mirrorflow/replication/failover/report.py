@@ -67,7 +67,9 @@ def build_report(ctx: Context) -> dict[str, Any]:
         elif end is None or copied is None:
             risk = None
         else:
-            risk = max(0, end - max(copied, row["upstream_offset"]))
+            # A transaction still open at the fence put records past the drained end that may yet commit.
+            reach = max(end, copied + int(part.get("records_at_risk") or 0))
+            risk = max(0, reach - max(copied, row["upstream_offset"]))
         groups.append({**{k: v for k, v in row.items() if k != "metadata"}, "lag": lag, "records_at_risk": risk})
     rto_ms = sum(
         s.duration_ms for s in state.steps.values() if s.name in RTO_STEPS and s.status in (DONE, SKIPPED, PLANNED)
