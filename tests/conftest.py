@@ -39,6 +39,7 @@ from confluent_kafka import Consumer, Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient  # noqa: E402
 from tests.kafka_helpers import KafkaKit  # noqa: E402
 
+from mirrorflow.kafka.groups import remember_settings  # noqa: E402
 from mirrorflow.local.cluster import LocalClusters  # noqa: E402
 
 SESSION_ALIASES = ("A", "B")
@@ -96,7 +97,8 @@ def kafka_admin(kafka_clusters: LocalClusters) -> Iterator[Callable[..., AdminCl
     admins: list[AdminClient] = []
 
     def make(alias: str = "A", config: Mapping[str, Any] | None = None) -> AdminClient:
-        admin = AdminClient({"bootstrap.servers": kafka_clusters.bootstrap(alias), **(config or {})})
+        settings = {"bootstrap.servers": kafka_clusters.bootstrap(alias), **(config or {})}
+        admin = remember_settings(AdminClient(settings), settings)  # committed_offsets opens consumers with them
         admins.append(admin)
         return admin
 

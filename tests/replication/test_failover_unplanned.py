@@ -18,6 +18,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartiti
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from mirrorflow.config.loader import load_config
+from mirrorflow.kafka.clients import admin_client
 from mirrorflow.kafka.groups import committed_offsets
 from mirrorflow.local.cluster import LocalClusters
 from mirrorflow.local.properties import mm2_config_text
@@ -78,7 +79,7 @@ def test_unplanned_failover_with_the_primary_killed(tmp_path: Path, own_clusters
     config = load_config(path)
     flow = config.flow("P->D")
     admin_p = AdminClient({"bootstrap.servers": bootstraps["P"]})
-    admin_d = AdminClient({"bootstrap.servers": bootstraps["D"]})
+    admin_d = admin_client({"bootstrap.servers": bootstraps["D"]})
     admin_p.create_topics([NewTopic(topic, 2, 1)])[topic].result()
 
     # Copied part-way, the group committed inside the copied range, checkpoints emitted on D.

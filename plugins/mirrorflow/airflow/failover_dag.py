@@ -95,6 +95,15 @@ def runbook_params(aliases: list[str]) -> dict[str, Param]:
         "fence_verify_seconds": Param(5.0, type="number", minimum=0, title="Seconds end offsets must stand still"),
         "redirect": Param("none", type="string", enum=list(REDIRECTS), title="Redirect method"),
         "redirect_target": Param(None, type=["null", "string"], title="Redirect target (file, command or URL)"),
+        "open_transaction_wait_seconds": Param(
+            60.0, type="number", minimum=0, title="Seconds to wait for transactions open at the fence (planned)"
+        ),
+        "strict_groups": Param(
+            False,
+            type="boolean",
+            title="Strict groups",
+            description="Refuse when a group has no exact translation; off: such groups are reported and skipped.",
+        ),
     }
 
 

@@ -62,6 +62,20 @@ StateDir = Annotated[
         help="Where state and reports live (default: $MIRRORFLOW_STATE_DIR or var/failover, /<kind>-<primary>-<dr>).",
     ),
 ]
+StrictGroups = Annotated[
+    bool,
+    typer.Option(
+        "--strict-groups",
+        help="Refuse when a selected group has no exact translation (default: report it and move the others).",
+    ),
+]
+OpenTxnWait = Annotated[
+    float,
+    typer.Option(
+        "--open-transaction-wait-seconds",
+        help="Planned: how long to wait for transactions open at the fence; still open: reported at risk.",
+    ),
+]
 Restart = Annotated[bool, typer.Option("--restart", help="Discard a previous run's state and start over.")]
 Config = Annotated[Path, typer.Argument(help="The mm2.properties file.", show_default=False)]
 
@@ -86,6 +100,8 @@ def runbook(
     max_lag_seconds: MaxLagSeconds = None,
     state_dir: StateDir = None,
     restart: Restart = False,
+    strict_groups: StrictGroups = False,
+    open_transaction_wait_seconds: OpenTxnWait = 60.0,
     verbose: VerboseOption = False,
 ) -> None:
     """Both commands: failover and failback take the same options; the command's name is the direction."""
@@ -95,6 +111,9 @@ def runbook(
     def progress(name: str, status: str, result: dict[str, Any]) -> None:
         if not as_json:
             typer.echo(f"{name}: {status}" + (f" — {result['reason']}" if "reason" in result else ""), err=True)
+            for stale in result.get("skipped_groups", []) if name == "preflight" else []:
+                where = f"{stale['topic']}-{stale['partition']} at {stale['upstream_offset']}"
+                typer.echo(f"  skipped group {stale['group']}: no exact translation for {where}", err=True)
 
     try:
         report = run_failover(options, on_step=progress)

@@ -12,6 +12,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
 from mirrorflow.kafka.errors import record_auth_failure
+from mirrorflow.kafka.groups import remember_settings
 
 # librdkafka warns about consumer-only keys on producers and admins and vice versa; MM2 role configs are
 # composed per role already, so only the keys librdkafka refuses outright are dropped here.
@@ -37,7 +38,7 @@ def admin_client(conf: Mapping[str, str], *, logger: logging.Logger | None = Non
     settings.setdefault("error_cb", record_auth_failure)
     if logger is not None:
         settings["logger"] = logger
-    return AdminClient(settings)
+    return remember_settings(AdminClient(settings), settings)
 
 
 def producer(conf: Mapping[str, str], **overrides: str | int | bool) -> Producer:

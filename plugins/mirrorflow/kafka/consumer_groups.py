@@ -3,22 +3,30 @@
 Kafka's OffsetFetch takes one group per request in librdkafka, so "batched" listing (MM2 4.0, KAFKA-17233) is
 done by keeping a window of requests in flight. Group coordinators answer NOT_COORDINATOR or
 COORDINATOR_LOAD_IN_PROGRESS while `__consumer_offsets` is being created or moved (a fresh cluster does this on
-its first group call); those answers are retried until the deadline instead of failing the step.
+its first group call); those answers are retried until the deadline instead of failing the step. Offsets are
+read through consumers (`mirrorflow.kafka.groups.fetch_committed`), never the admin call that crashes on
+NOT_COORDINATOR (librdkafka issue 5040).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
 from mirrorflow.kafka.errors import KafkaOperationError, error_code
-from mirrorflow.kafka.groups import CommittedOffset, alter_group_offsets
+from mirrorflow.kafka.groups import (
+    CommittedOffset,
+    all_partitions,
+    alter_group_offsets,
+    fetch_committed,
+    reader_settings,
+)
 
 _RETRIABLE = frozenset(
     {
@@ -39,6 +47,7 @@ _ACTIVE_GROUP_CODES = frozenset(
     }
 )
 _WINDOW = 32
+_READERS = 8  # consumers reading group offsets at once (each is one connection and one OffsetFetch)
 _RETRY_PAUSE_S = 0.2
 
 T = TypeVar("T")
@@ -89,25 +98,20 @@ def _gather(
 def list_committed_offsets(
     admin: AdminClient, cluster: str, groups: Sequence[str], timeout_s: float
 ) -> dict[str, dict[tuple[str, int], CommittedOffset]]:
-    """Committed offsets of every group in `groups`; partitions without a commit (offset < 0) are left out."""
+    """Committed offsets of every group in `groups` (a few consumers at a time, see `fetch_committed`);
+    partitions without a commit (offset < 0) are left out."""
+    unique = list(dict.fromkeys(groups))
+    if not unique:
+        return {}
+    settings = reader_settings(admin, cluster)
+    partitions = all_partitions(admin, cluster, timeout_s)
+    deadline = time.monotonic() + timeout_s
 
-    def send(batch: list[str]) -> Mapping[str, Future[Any]]:
-        return {
-            group: admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)], request_timeout=timeout_s)[
-                group
-            ]
-            for group in batch
-        }
+    def read(group: str) -> dict[tuple[str, int], CommittedOffset]:
+        return fetch_committed(settings, cluster, group, partitions, deadline)
 
-    raw = _gather(cluster, groups, "listing offsets of consumer group", send, timeout_s)
-    found: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
-    for group, result in raw.items():
-        offsets: dict[tuple[str, int], CommittedOffset] = {}
-        for tp in getattr(result, "topic_partitions", None) or []:
-            if tp.error is None and tp.offset >= 0:
-                offsets[(tp.topic, tp.partition)] = CommittedOffset(tp.offset, tp.metadata or "")
-        found[group] = offsets
-    return found
+    with ThreadPoolExecutor(max_workers=min(_READERS, len(unique)), thread_name_prefix="group-offsets") as pool:
+        return dict(zip(unique, pool.map(read, unique), strict=True))
 
 
 def describe_group_states(

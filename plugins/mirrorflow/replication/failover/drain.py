@@ -42,6 +42,17 @@ def copied_to(ctx: Context) -> dict[TP, int]:
     return found
 
 
+def log_starts(ctx: Context, partitions: list[TP]) -> dict[TP, int]:
+    """The source log starts: nothing below one can be copied, so a partition whose records all went to
+    retention before the copy reached them (it never got a progress record) is copied up to its start."""
+    return list_offsets(ctx.clients.source_admin, ctx.flow.source, partitions, latest=False, timeout_s=ctx.timeout_s)
+
+
+def reached(copied: dict[TP, int], starts: dict[TP, int], tp: TP) -> int:
+    """How far the copy got on `tp`, counting the records below the source log start as done (they are gone)."""
+    return max(copied.get(tp, 0), starts.get(tp, 0))
+
+
 def source_ends(ctx: Context, partitions: list[TP]) -> dict[TP, int]:
     exactly_once = ctx.flow.delivery == "exactly-once"
     admin = ctx.clients.source_admin
@@ -86,24 +97,33 @@ def drain(ctx: Context) -> Outcome:
     with ThreadPoolExecutor(max_workers=min(8, max(1, len(tasks)))) as pool:
         results = list(pool.map(_copy_until_fenced_end, tasks))
     copied = copied_to(ctx)
-    short = {tp: ends[tp] - copied.get(tp, 0) for tp in wanted if copied.get(tp, 0) < ends[tp]}
+    starts = log_starts(ctx, wanted)
+    short = {tp: ends[tp] - reached(copied, starts, tp) for tp in wanted if reached(copied, starts, tp) < ends[tp]}
     if short:
         raise MirrorflowError(
             "the drain did not reach the fenced end on "
             + ", ".join(f"{tp_key(*tp)} ({n} left)" for tp, n in short.items())
         )
-    partitions = [
-        {
-            "topic": t,
-            "partition": p,
-            "remote_topic": flow.policy().format_remote_topic(flow.source, t),
-            "source_end": ends[(t, p)],
-            "copied_to": copied.get((t, p), ends[(t, p)]),
-            "records_at_risk": 0,
-        }
-        for t, p in sorted(wanted)
-    ]
-    return done(copied_records=sum(r.records for r in results), partitions=partitions, records_at_risk=0)
+    # A transaction verify_fence saw still open: its records lie between the drained end (the LSO) and the fenced
+    # high watermark and may commit after the cutover; they are counted at risk, never silently dropped.
+    fenced = ctx.state.result("verify_fence").get("fenced_ends", {})
+    partitions = []
+    for t, p in sorted(wanted):
+        at_risk = max(0, fenced.get(tp_key(t, p), 0) - reached(copied, starts, (t, p)))
+        partitions.append(
+            {
+                "topic": t,
+                "partition": p,
+                "remote_topic": flow.policy().format_remote_topic(flow.source, t),
+                "source_end": ends[(t, p)],
+                "copied_to": copied.get((t, p), ends[(t, p)]),
+                "records_at_risk": at_risk,
+            }
+        )
+        if at_risk:
+            partitions[-1]["open_transaction_at_fence"] = True
+    total = sum(x["records_at_risk"] for x in partitions)
+    return done(copied_records=sum(r.records for r in results), partitions=partitions, records_at_risk=total)
 
 
 def ledger(ctx: Context) -> Outcome:
@@ -111,15 +131,18 @@ def ledger(ctx: Context) -> Outcome:
     flow = ctx.flow
     copied = copied_to(ctx)
     ends: dict[TP, int] | None = None
+    starts: dict[TP, int] = {}
     if ctx.source_reachable:
         try:
-            ends = source_ends(ctx, plan_partitions(ctx.plan()))
+            wanted = plan_partitions(ctx.plan())
+            ends = source_ends(ctx, wanted)
+            starts = log_starts(ctx, wanted)
         except MirrorflowError:
             ends = None
     partitions: list[dict[str, Any]] = []
     for t, p in sorted(set(copied) | set(ends or {})):
         end = None if ends is None else ends.get((t, p))
-        at_risk: int | str = "unknown" if end is None else max(0, end - copied.get((t, p), 0))
+        at_risk: int | str = "unknown" if end is None else max(0, end - reached(copied, starts, (t, p)))
         partitions.append(
             {
                 "topic": t,
@@ -130,6 +153,9 @@ def ledger(ctx: Context) -> Outcome:
                 "records_at_risk": at_risk,
             }
         )
+        if (t, p) in copied and starts.get((t, p), 0) > copied[(t, p)]:
+            # Deleted by retention before the copy read them: neither on the source nor on the target.
+            partitions[-1]["lost_to_retention"] = starts[(t, p)] - copied[(t, p)]
     known = [x["records_at_risk"] for x in partitions if isinstance(x["records_at_risk"], int)]
     total: int | str = sum(known) if ends is not None else "unknown"
     return done(partitions=partitions, records_at_risk=total, source_reachable=ends is not None)

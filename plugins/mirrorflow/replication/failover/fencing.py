@@ -4,6 +4,12 @@ are deleted; a command fence runs `--unfence-command` when one is given).
 
 Super users (and, on PLAINTEXT listeners, every anonymous client when `User:ANONYMOUS` is a super user) bypass
 ACLs; only the end-offset check tells whether writes really stopped, which is why it is not optional.
+
+Writes stopping is not enough: a transaction already open at the fence can still commit (a deny-WRITE ACL does
+not stop EndTxn), and an exactly-once drain stops at the last stable offset (LSO). The fence is complete only
+when, on every partition, the LSO equals the high watermark and stays there. `verify_fence` waits (bounded by
+`--open-transaction-wait-seconds`) for open transactions to end, then proves the high watermarks stand still;
+a transaction still open then is recorded, and its records are counted at risk by the drain and the report.
 """
 
 from __future__ import annotations
@@ -60,6 +66,31 @@ def end_offsets(
 ) -> dict[TopicPartition, int]:
     """High watermarks (every write counts, committed or not)."""
     return list_offsets(admin, cluster, sorted(set(partitions)), latest=True, timeout_s=timeout_s)
+
+
+def open_transactions(
+    admin: Admin, cluster: str, partitions: Iterable[TopicPartition], timeout_s: float
+) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
+    """(high watermarks, {partition: high watermark - LSO} where a transaction is still open)."""
+    wanted = sorted(set(partitions))
+    stable = list_offsets(admin, cluster, wanted, latest=True, read_committed=True, timeout_s=timeout_s)
+    ends = end_offsets(admin, cluster, wanted, timeout_s)
+    return ends, {tp: ends[tp] - stable[tp] for tp in wanted if stable.get(tp, ends[tp]) < ends[tp]}
+
+
+def wait_for_open_transactions(
+    sample: Callable[[], tuple[dict[TopicPartition, int], dict[TopicPartition, int]]],
+    seconds: float,
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+) -> dict[TopicPartition, int]:
+    """Poll until no partition has an open transaction or `seconds` have passed; what is still open."""
+    deadline = time.monotonic() + seconds
+    while True:
+        _ends, still_open = sample()
+        if not still_open or time.monotonic() >= deadline:
+            return still_open
+        sleep(min(0.5, max(0.0, deadline - time.monotonic())))
 
 
 def moved(before: Mapping[TopicPartition, int], after: Mapping[TopicPartition, int]) -> dict[str, int]:
@@ -148,7 +179,15 @@ def verify_fence(ctx: Context) -> Outcome:
     def sample() -> dict[TopicPartition, int]:
         return end_offsets(ctx.clients.source_admin, ctx.flow.source, partitions, ctx.timeout_s)
 
+    def sample_open() -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
+        return open_transactions(ctx.clients.source_admin, ctx.flow.source, partitions, ctx.timeout_s)
+
+    # Transactions open at the fence first: their commit markers would otherwise move the high watermark.
+    wait_for_open_transactions(sample_open, opts.open_transaction_wait_seconds)
     ends, writes = verify_writes_stopped(sample, opts.fence_verify_seconds)
+    fenced_ends, still_open = sample_open()  # and the LSO stays at the high watermark
+    if not writes:
+        writes = moved(ends, fenced_ends)
     if writes:
         rolled = roll_back_fence(ctx, sorted({t for t, _ in partitions}))
         moved_text = ", ".join(f"{k} (+{v})" for k, v in list(writes.items())[:5])
@@ -157,7 +196,17 @@ def verify_fence(ctx: Context) -> Outcome:
             f"the fence was rolled back ({rolled}); fence the remaining producers and run again"
         )
     return done(
-        fenced_ends={tp_key(t, p): o for (t, p), o in sorted(ends.items())}, window_seconds=opts.fence_verify_seconds
+        fenced_ends={tp_key(t, p): o for (t, p), o in sorted(fenced_ends.items())},
+        window_seconds=opts.fence_verify_seconds,
+        # Records of transactions still open after the wait: they may commit after the cutover (at risk).
+        open_transactions={tp_key(t, p): n for (t, p), n in sorted(still_open.items())},
+        note=(
+            f"transactions still open after {opts.open_transaction_wait_seconds:g} s on "
+            + ", ".join(f"{tp_key(t, p)} ({n} records)" for (t, p), n in sorted(still_open.items())[:5])
+            + ": counted at risk"
+            if still_open
+            else ""
+        ),
     )
 
 

@@ -24,6 +24,7 @@ from mirrorflow.replication.flow_rules import FlowRules, internal_separator
 from mirrorflow.replication.group_sync import IDLE_STATES
 from mirrorflow.replication.offset_translation import (
     CheckpointStore,
+    FlowOffsetMaps,
     learn_leading_gaps,
     load_offset_maps,
     read_offset_maps,
@@ -71,20 +72,24 @@ def translate(ctx: Context) -> list[dict[str, Any]]:
     maps = load_offset_maps(flow, topics=forward_topics, timeout_s=ctx.timeout_s)
     positions = [(t, p, o.offset) for found in offsets.values() for (t, p), o in found.items() if t in forward_topics]
     learn_leading_gaps(flow, maps, positions, ctx.clients.source_admin, ctx.timeout_s)
+    # Same-named copies (IdentityReplicationPolicy): the source's `x` may hold copies of the target's `x`.
+    same_name = {t for t in forward_topics if policy.format_remote_topic(flow.target, t) == t}
     # The forward flow target->source keeps its maps on the source cluster: read them with our source clients.
     inverse = read_offset_maps(
         flow.source,
         flow.source_consumer.librdkafka(),
         flow.target,
         internal_separator(flow),
-        topics={home for home in homes.values() if home is not None},
+        topics={home for home in homes.values() if home is not None} | same_name,
         timeout_s=ctx.timeout_s,
     )
     rows: list[dict[str, Any]] = []
     for group, found in sorted(offsets.items()):
         for (topic, partition), committed in sorted(found.items()):
             home = homes[topic]
-            if home is None:
+            if home is None and topic in same_name and on_a_copy(inverse, topic, partition, committed.offset):
+                remote, t = topic, inverse.untranslate(topic, partition, committed.offset)
+            elif home is None:
                 remote = rename_topic_partition(
                     topic, policy=policy, source_alias=flow.source, target_alias=flow.target
                 )
@@ -93,6 +98,39 @@ def translate(ctx: Context) -> list[dict[str, Any]]:
                 remote, t = home, inverse.untranslate(home, partition, committed.offset)
             rows.append(_row(group, topic, remote, partition, committed.offset, t.offset, t.status, committed.metadata))
     return rows
+
+
+def on_a_copy(inverse: FlowOffsetMaps, topic: str, partition: int, offset: int) -> bool:
+    """Whether `offset` of the source's `topic` holds a copy of a target record (IdentityReplicationPolicy, where
+    one topic holds both origins). The target->source flow's map then brings the group home exactly
+    (`OffsetMap.untranslate`); the forward map would skip to the next record of the source's own, because the
+    forward copy dropped every copy of a target record (provenance), so positions on them have no copy."""
+    offset_map = inverse.get(topic, partition)
+    if offset_map is None or offset_map.downstream_end is None or offset >= offset_map.downstream_end:
+        return False
+    upstream = offset_map.untranslate(offset)
+    return upstream is not None and offset_map.translate(upstream) == offset
+
+
+def split_stale(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The rows of the groups that can move, and the stale positions: a group with a position that has no
+    exact translation (older than the copied history, as MM2 would not checkpoint it) is not moved at all, so
+    that it never resumes half on the target; the others are not held up by it (unless --strict-groups)."""
+    stale = [r for r in rows if r["status"] == "before-history"]
+    skipped_groups = {r["group"] for r in stale}
+    skipped = [
+        {k: r[k] for k in ("group", "topic", "partition", "upstream_offset")} | {"reason": r["status"]} for r in stale
+    ]
+    return [r for r in rows if r["group"] not in skipped_groups], skipped
+
+
+def refuse_stale(skipped: list[dict[str, Any]]) -> Refused:
+    return Refused(
+        "no exact translation for "
+        + ", ".join(f"{r['group']} {tp_key(r['topic'], r['partition'])}" for r in skipped[:5])
+        + " (position older than the copied history; --strict-groups is set, without it such groups are "
+        "reported and skipped)"
+    )
 
 
 def _from_checkpoints(ctx: Context) -> list[dict[str, Any]]:
@@ -137,8 +175,11 @@ def _row(
 
 def commit_offsets(ctx: Context) -> Outcome:
     flow, opts = ctx.flow, ctx.options
+    rows, skipped = split_stale(translate(ctx))
+    if skipped and opts.strict_groups:
+        raise refuse_stale(skipped)
     if opts.mode == "planned":
-        groups = sorted(selected_group_offsets(ctx))
+        groups = sorted({r["group"] for r in rows})
         states = describe_group_states(ctx.clients.source_admin, flow.source, groups, ctx.timeout_s)
         active = {g: s.state for g, s in states.items() if s.state not in IDLE_STATES}
         if active:
@@ -147,7 +188,6 @@ def commit_offsets(ctx: Context) -> Outcome:
                 + ", ".join(f"{g} ({s})" for g, s in sorted(active.items()))
                 + "; stop those consumers so their last position is final, then run again"
             )
-    rows = translate(ctx)
     per_group: dict[str, dict[TP, CommittedOffset]] = {}
     for r in rows:
         if r["translated_offset"] is not None:
@@ -163,7 +203,7 @@ def commit_offsets(ctx: Context) -> Outcome:
             + "; stop them there first"
         )
     if ctx.dry_run:
-        return done(offsets=rows, would_commit=sum(len(v) for v in per_group.values()))
+        return done(offsets=rows, would_commit=sum(len(v) for v in per_group.values()), skipped_groups=skipped)
     mismatched: list[str] = []
     for group, offsets in sorted(per_group.items()):
         write_group_offsets(ctx.clients.target_admin, flow.target, group, offsets, ctx.timeout_s)
@@ -176,4 +216,4 @@ def commit_offsets(ctx: Context) -> Outcome:
                 )
     if mismatched:
         raise MirrorflowError("offsets read back differ from those written: " + "; ".join(mismatched[:5]))
-    return done(offsets=rows, committed=sum(len(v) for v in per_group.values()), verified=True)
+    return done(offsets=rows, committed=sum(len(v) for v in per_group.values()), verified=True, skipped_groups=skipped)

@@ -18,6 +18,10 @@ from mirrorflow.kafka.offsets import list_offsets
 from mirrorflow.replication.failover.runbook import STEP_NAMES, Context
 from mirrorflow.replication.failover.state import DONE, PLANNED, SKIPPED
 
+CONSUMER_CONTRACT = (
+    "consumers on the target must read with isolation.level=read_committed: exactly-once holds for them only "
+    "(a read_uncommitted consumer also sees the records of aborted copy transactions)"
+)
 RTO_STEPS = STEP_NAMES[: STEP_NAMES.index("redirect") + 1]
 """The steps the RTO counts: up to and including the redirect (arming the reverse flow comes after clients moved)."""
 REPORT_JSON = "report.json"
@@ -64,7 +68,9 @@ def build_report(ctx: Context) -> dict[str, Any]:
         elif end is None or copied is None:
             risk = None
         else:
-            risk = max(0, end - max(copied, row["upstream_offset"]))
+            # A transaction still open at the fence put records past the drained end that may yet commit.
+            reach = max(end, copied + int(part.get("records_at_risk") or 0))
+            risk = max(0, reach - max(copied, row["upstream_offset"]))
         groups.append({**{k: v for k, v in row.items() if k != "metadata"}, "lag": lag, "records_at_risk": risk})
     rto_ms = sum(
         s.duration_ms for s in state.steps.values() if s.name in RTO_STEPS and s.status in (DONE, SKIPPED, PLANNED)
@@ -72,9 +78,12 @@ def build_report(ctx: Context) -> dict[str, Any]:
     totals = [p.get("records_at_risk") for p in partitions]
     bound: int | str | None
     if opts.mode == "planned":
+        # Fenced: 0 unless a transaction was still open at the fence (its records are counted per partition).
         bound = (
-            0
-            if fenced or would_fence
+            sum(int(p.get("records_at_risk") or 0) for p in partitions)
+            if fenced
+            else 0
+            if would_fence
             else "unbounded: the primary was not fenced; writes after the cutover are not on the target"
         )
     else:
@@ -100,7 +109,9 @@ def build_report(ctx: Context) -> dict[str, Any]:
         "rto_seconds": round(rto_ms / 1000, 3),
         "steps": steps,
         "groups": groups,
+        "skipped_groups": commit.get("skipped_groups", state.result("preflight").get("skipped_groups", [])),
         "partitions": partitions,
+        "consumer_contract": CONSUMER_CONTRACT,
         "state_dir": str(ctx.state_dir),
         "generated_ms": time.time_ns() // 1_000_000,
     }
@@ -146,6 +157,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"- redirect: {report['redirect'].get('method', 'none')}",
         f"- data-loss bound (records): {report['data_loss_bound_records']}",
         f"- RTO: {report['rto_seconds']} s",
+        f"- {report.get('consumer_contract', CONSUMER_CONTRACT)}",
         "",
         "## Steps",
         "",
@@ -167,6 +179,19 @@ def render_markdown(report: dict[str, Any]) -> str:
             f"| {g['group']} | {g['remote_topic']} | {g['partition']} | {g['upstream_offset']} "
             f"| {g['translated_offset']} | {g['status']} | {g['lag']} | {g['records_at_risk']} |"
         )
+    skipped = report.get("skipped_groups") or []
+    if skipped:
+        lines += [
+            "",
+            "## Skipped groups (not moved: no exact translation; --strict-groups makes this fatal)",
+            "",
+            "| group | topic | partition | upstream | reason |",
+            "|---|---|---:|---:|---|",
+        ]
+        lines += [
+            f"| {g['group']} | {g['topic']} | {g['partition']} | {g['upstream_offset']} | {g['reason']} |"
+            for g in skipped
+        ]
     lines += [
         "",
         "## Partitions",

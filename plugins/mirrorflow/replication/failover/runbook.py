@@ -79,6 +79,8 @@ class FailoverOptions:
     state_dir: str | None = None
     restart: bool = False
     clusters: tuple[str, ...] = ()
+    strict_groups: bool = False  # a group with no exact translation refuses the run instead of being skipped
+    open_transaction_wait_seconds: float = 60.0  # how long verify_fence waits for transactions open at the fence
 
     @property
     def source(self) -> str:
@@ -134,6 +136,8 @@ class FailoverOptions:
             raise UsageError(f"--max-lag-records {self.max_lag_records}: give 0 or more")
         if self.max_lag_seconds is not None and self.max_lag_seconds < 0:
             raise UsageError(f"--max-lag-seconds {self.max_lag_seconds:g}: give 0 or more")
+        if self.open_transaction_wait_seconds < 0:
+            raise UsageError(f"--open-transaction-wait-seconds {self.open_transaction_wait_seconds:g}: give 0 or more")
         if self.fence_verify_seconds < 0:
             raise UsageError(f"--fence-verify-seconds {self.fence_verify_seconds:g}: give 0 or more")
         if self.groups is not None:
@@ -177,6 +181,8 @@ def options_from_values(
         max_lag_seconds=values.get("max_lag_seconds"),
         state_dir=None if state_dir is None else str(state_dir),
         restart=bool(values.get("restart", False)),
+        strict_groups=bool(values.get("strict_groups", False)),
+        open_transaction_wait_seconds=float(values.get("open_transaction_wait_seconds", 60.0)),
     )
     options.validate()
     return options

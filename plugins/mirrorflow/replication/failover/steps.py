@@ -16,7 +16,7 @@ from mirrorflow.kafka.topics import list_topic_partitions
 from mirrorflow.replication.checkpoints import emit_checkpoints
 from mirrorflow.replication.failover.drain import drain
 from mirrorflow.replication.failover.fencing import fence, verify_fence
-from mirrorflow.replication.failover.group_offsets import commit_offsets, translate
+from mirrorflow.replication.failover.group_offsets import commit_offsets, refuse_stale, split_stale, translate
 from mirrorflow.replication.failover.redirect import arm_reverse, redirect
 from mirrorflow.replication.failover.runbook import Context, Outcome, Refused, Step, done, skipped, tp_key
 from mirrorflow.replication.failover.state import write_pause_marker
@@ -72,16 +72,14 @@ def preflight(ctx: Context) -> Outcome:
                 reasons.append(
                     f"replication lag {result['max_lag_seconds']:g} s > --max-lag-seconds {opts.max_lag_seconds:g}"
                 )
-    rows = translate(ctx)
+    rows, skipped = split_stale(translate(ctx))
     groups = sorted({r["group"] for r in rows})
     result["groups"] = groups
-    lost = [r for r in rows if r["status"] == "before-history"]
-    if lost:
-        reasons.append(
-            "no exact translation for "
-            + ", ".join(f"{r['group']} {tp_key(r['topic'], r['partition'])}" for r in lost[:5])
-            + " (position older than the copied history)"
-        )
+    if skipped:
+        if opts.strict_groups:
+            reasons.append(str(refuse_stale(skipped)))
+        result["skipped_groups"] = skipped
+        result["note"] = "skipped (no exact translation): " + ", ".join(sorted({r["group"] for r in skipped}))
     states = describe_group_states(ctx.clients.target_admin, flow.target, groups, ctx.timeout_s)
     busy = {g: s.state for g, s in states.items() if s.state not in IDLE_STATES}
     result["target_group_states"] = {g: s.state for g, s in states.items()}
