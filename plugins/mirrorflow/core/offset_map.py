@@ -303,15 +303,16 @@ class OffsetMap:
             return None
         runs = self._runs
         k = bisect_right(runs.ds, downstream_offset) - 1
-        rereads = 0
         if k >= 0 and downstream_offset < runs.down_end(k):
             into, extra = downstream_offset - runs.ds[k], runs.ks[k]
-            upstream = runs.us[k] + max(0, into - extra)
-            rereads = min(runs.gs[k] + extra, into)
+            upstream, rereads = runs.us[k] + max(0, into - extra), min(runs.gs[k] + extra, into)
         elif k + 1 < len(runs):
-            upstream = runs.us[k + 1]
+            k, upstream, rereads = k + 1, runs.us[k + 1], 0
         else:
-            upstream = self._up_end
+            return max(self._up_end, self._start), 0
+        if upstream < self._start and not runs.exact(k):
+            # a thinned run that straddles start: its first copy at or above start is not known
+            return self._start, runs.gs[k] + runs.ks[k]
         return max(upstream, self._start), rereads
 
     # ---- going back, forgetting -------------------------------------------------------------------------
