@@ -435,10 +435,13 @@ class OffsetMap:
         if runs.exact(i) and s.exact:
             return runs.ds[i] - runs.us[i] == s.downstream_start - s.upstream_start
         # A thinned run on either side: `s` must lie inside run i (a straddling `s` began below start; only
-        # its ends can be checked).
-        if s.upstream_start >= runs.us[i] and s.downstream_start < runs.ds[i]:
+        # its end can be checked), and a copy (u', d') there has d' - d - (u' - u) in [-g, k] (copies in order).
+        if s.upstream_end > runs.up_end(i) or s.downstream_end > runs.down_end(i):
             return False
-        return s.upstream_end <= runs.up_end(i) and s.downstream_end <= runs.down_end(i)
+        if s.upstream_start < runs.us[i]:
+            return True
+        drift = (s.downstream_start - runs.ds[i]) - (s.upstream_start - runs.us[i])
+        return -runs.gs[i] <= drift <= runs.ks[i]
 
     @classmethod
     def restore(
