@@ -23,6 +23,7 @@ from mirrorflow.core.offset_map import (
     OffsetMap,
     Segment,
     SegmentChanges,
+    StoredRuns,
     decode_segment,
     decode_segment_key,
     encode_segment,
@@ -159,6 +160,7 @@ class Harness:
         self.lag = lag
         self.syncs: list[tuple[int, int]] = []
         self.stored: dict[int, Segment] = {}
+        self.folded = StoredRuns()  # the same records as a translation reader folds them
         self.staged: SegmentChanges | None = None
         self.resumed: OffsetMap | None = None  # restored from the topic at the last commit, then copying on
 
@@ -225,6 +227,7 @@ class Harness:
             self.staged = None
         self.write(ref.unflushed())
         assert {s.upstream_start: s for s in ref.segments()} == self.stored
+        assert self.folded.runs() == sorted(self.stored.values(), key=lambda s: s.upstream_start)
         assert ref.unflushed().upserts == () and ref.unflushed().deletes == ()
         restored = OffsetMap.restore(
             self.stored.values(),
@@ -253,7 +256,9 @@ class Harness:
             key, value = encode_segment("orders", 3, s)
             assert decode_segment(key, value) == ("orders", 3, s)
             self.stored[s.upstream_start] = s
+            self.folded.put(s)
         for key_start in changes.deletes:
+            self.folded.delete(key_start)
             assert decode_segment_key(encode_segment_key("orders", 3, key_start)) == ("orders", 3, key_start)
             self.stored.pop(key_start, None)
         self.maps["record"].mark_flushed(changes)
@@ -739,3 +744,32 @@ def test_restore_accepts_exact_runs_left_inside_a_thinned_one() -> None:
     assert m.segments() == (merged, Segment(6, 6, 2))
     with pytest.raises(ValueError, match="disagrees"):
         m.merge([Segment(1, 4, 1)])  # copy 1 cannot lie 3 offsets later downstream: 1 marker in between at most
+
+
+def test_stored_runs_fold_the_topic_as_readers_must() -> None:
+    """Readers fold the offset-map topic in log order. A thinned run re-written under an old key keeps the newer
+    runs after it (dropping every later key there would lose the exact window: a skip); a resumed at-least-once
+    copy's run still cuts the stale tail of the earlier attempt."""
+    copy = OffsetMap(start=0, exact_runs=2)
+    log: list[tuple[int, Segment | None]] = []
+    for t in range(12):
+        copy.record_run(t * 3, t * 4, 2)
+        changes = copy.unflushed()
+        log += [(s.upstream_start, s) for s in changes.upserts] + [(key, None) for key in changes.deletes]
+        copy.mark_flushed(changes)
+        copy.offset_syncs(100)
+    folded = StoredRuns()
+    for key, run in log:
+        folded.put(run) if run is not None else folded.delete(key)
+    assert tuple(folded.runs()) == copy.segments()
+
+    stale = StoredRuns()  # at-least-once: 0-9 and 12-19 stored, then the copy resumed at 5 and copied again
+    for run in (Segment(0, 0, 10), Segment(12, 11, 8), Segment(5, 30, 4)):
+        stale.put(run)
+    assert stale.runs() == [Segment(0, 0, 5), Segment(5, 30, 4)]
+    thinned = StoredRuns()  # a cut inside a thinned run stays conservative
+    thinned.put(Segment(0, 0, 4, upstream_gaps=1, downstream_extra=1, weight=2))
+    thinned.put(Segment(3, 9, 1))
+    assert thinned.runs() == [Segment(0, 0, 2, upstream_gaps=1, downstream_extra=3, weight=2), Segment(3, 9, 1)]
+    thinned.delete(3)
+    assert thinned.runs() == [Segment(0, 0, 2, upstream_gaps=1, downstream_extra=3, weight=2)]

@@ -74,7 +74,7 @@ from collections.abc import Iterable, Sequence
 
 from mirrorflow.core import offset_runs
 from mirrorflow.core.offset_runs import NO_THINNING
-from mirrorflow.core.offset_store import RunStore, SegmentChanges
+from mirrorflow.core.offset_store import RunStore, SegmentChanges, StoredRuns
 from mirrorflow.core.record_codec import (
     Segment,
     decode_segment,
@@ -88,6 +88,7 @@ __all__ = [
     "OffsetMap",
     "Segment",
     "SegmentChanges",
+    "StoredRuns",
     "decode_segment",
     "decode_segment_key",
     "encode_segment",

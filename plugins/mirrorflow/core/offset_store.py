@@ -204,3 +204,47 @@ class RunStore:
             self.sync_next = runs.up_end(n - 1)
         self.sync_last_down = last
         return out
+
+
+class StoredRuns:
+    """The live runs of one partition as a reader folds the offset-map topic in log order (later records win).
+
+    `put` of a run that starts inside an older one cuts the older one at its start (`Segment.head`: conservative
+    for a thinned run) and drops the later keys it makes stale: those inside its upstream span (runs it absorbed,
+    or copies a resumed at-least-once copy made again) and those whose copies lie below its downstream start
+    (an earlier attempt's tail: a live run further upstream always lies further downstream, I1). Runs after it
+    that lie after it on both sides stay: a thinned run is re-written under an old key while newer runs follow.
+    Amortised O(log n) a record: each key is dropped once, and the scan stops at the first run it keeps.
+    """
+
+    __slots__ = ("_keys", "_runs")
+
+    def __init__(self) -> None:
+        self._runs: dict[int, Segment] = {}
+        self._keys: list[int] = []  # sorted; records mostly arrive in key order, so insort appends
+
+    def put(self, s: Segment) -> None:
+        start, keys, runs = s.upstream_start, self._keys, self._runs
+        i = bisect_left(keys, start)
+        if i > 0:
+            before = runs[keys[i - 1]]
+            if before.upstream_end > start:
+                runs[keys[i - 1]] = before.head(start)
+        j = i + 1 if i < len(keys) and keys[i] == start else i
+        k = j
+        while k < len(keys) and (keys[k] < s.upstream_end or runs[keys[k]].downstream_start < s.downstream_start):
+            del runs[keys[k]]
+            k += 1
+        del keys[j:k]
+        if start not in runs:
+            keys.insert(i, start)
+        runs[start] = s
+
+    def delete(self, upstream_start: int) -> None:
+        """A tombstone."""
+        if self._runs.pop(upstream_start, None) is not None:
+            del self._keys[bisect_left(self._keys, upstream_start)]
+
+    def runs(self) -> list[Segment]:
+        """The live runs in upstream order, for `OffsetMap.restore`."""
+        return [self._runs[key] for key in self._keys]
