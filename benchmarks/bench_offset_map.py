@@ -33,10 +33,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "plugins"))
 
-from report import text_table  # noqa: E402
-
 from mirrorflow.core.offset_map import NO_THINNING, OffsetMap, Segment, decode_segment, encode_segment  # noqa: E402
 from mirrorflow.core.offset_runs import DEFAULT_EXACT_RUNS  # noqa: E402
+from report import text_table  # noqa: E402
 
 CHECKPOINTS = (1_000, 10_000, 100_000, 200_000)
 TOPIC, PARTITION = "orders", 7

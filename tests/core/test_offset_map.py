@@ -645,7 +645,7 @@ def test_version_0_records_decode_as_exact_runs() -> None:
 def test_thinned_run_wire_format() -> None:
     run = Segment(1234, 1199, 7, upstream_gaps=3, downstream_extra=5, weight=4)
     key, value = encode_segment("orders", 3, run)
-    assert value.hex() == "0001" + "00000000000004af" + "%016x" % 7 + "%016x" % 3 + "%016x" % 5 + "%016x" % 4
+    assert value.hex() == "0001" + "00000000000004af" + f"{7:016x}{3:016x}{5:016x}{4:016x}"
     assert decode_segment(key, value) == ("orders", 3, run)
     with pytest.raises(MirrorflowError, match="truncated"):
         decode_segment(key, value[:-1])
@@ -696,7 +696,7 @@ def test_an_exactly_once_copy_keeps_the_map_bounded_and_never_skips() -> None:
     for u in range(up + 1):
         true = copies[bisect_left(copies, u)] if u <= copies[-1] else up
         down, bound = m.translate_bounded(u) or (-1, -1)
-        assert down <= true and bisect_left(copies, true) - bisect_left(copies, down) <= bound or down == true
+        assert down <= true and bisect_left(copies, true) - bisect_left(copies, down) <= bound, (u, down, bound)
         assert bound <= u - (m.start or 0) and (u < exact_from or (bound, down) == (0, true)), (u, down, bound)
 
 

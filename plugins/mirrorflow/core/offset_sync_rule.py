@@ -14,7 +14,11 @@ from collections.abc import Iterable
 
 
 def sync_points(
-    runs: Iterable[tuple[int, int, int]], considered_to: int | None, last_down: int, step: int, out: list[tuple[int, int]]
+    runs: Iterable[tuple[int, int, int]],
+    considered_to: int | None,
+    last_down: int,
+    step: int,
+    out: list[tuple[int, int]],
 ) -> int:
     """Append to `out` the syncs of exact `runs` (upstream start, downstream start, length) in copy order, past
     upstream `considered_to` (None: all); `last_down` is the previous sync's downstream offset and `step` is

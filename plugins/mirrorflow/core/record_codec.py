@@ -104,8 +104,7 @@ class Segment:
 
     def __post_init__(self) -> None:
         if (
-            min(self.upstream_start, self.downstream_start, self.length, self.upstream_gaps, self.downstream_extra)
-            < 0
+            min(self.upstream_start, self.downstream_start, self.length, self.upstream_gaps, self.downstream_extra) < 0
             or self.weight < 1
             or self.upstream_length < 1
             or self.downstream_length < 1
