@@ -123,10 +123,12 @@ def check_invariants(m: OffsetMap) -> None:
         end = m.downstream_end
         assert end is not None and end >= segs[-1].downstream_end  # I6
     old = segs[: max(len(segs) - m.exact_runs, 0)]
-    for a, b in itertools.pairwise(old):  # T1
-        assert a.weight >= 2 * b.weight, (a, b)
     total = sum(s.weight for s in segs)
-    assert len(segs) <= m.exact_runs + math.log2(max(total, 1)) + 1
+    age = total - sum(s.weight for s in old)
+    for a, b in reversed(list(itertools.pairwise(old))):  # T1
+        assert a.weight + b.weight > age, (a, b, age)
+        age += b.weight
+    assert len(segs) <= m.exact_runs + 2 * math.log2(max(total / m.exact_runs, 1)) + 2
 
 
 # ---- random copy histories ---------------------------------------------------------------------------------
@@ -680,7 +682,11 @@ def test_an_exactly_once_copy_keeps_the_map_bounded_and_never_skips() -> None:
             stored.pop(key, None)
         m.mark_flushed(changes)
         segs = m.segments()
-        assert len(segs) <= window + math.log2(total) + 1, (total, len(segs))
+        assert len(segs) <= window + 2 * math.log2(total / window) + 2, (total, len(segs))
+        age = 0
+        for s in reversed(segs):  # a group N transactions behind lands in a run of at most N transactions
+            assert s.weight <= age + 1, (s, age)
+            age += s.weight
         assert len(stored) == len(segs) and all(s.exact for s in segs[-window:])
         restored = OffsetMap.restore(
             stored.values(), next_upstream=m.upstream_end, downstream_end=m.downstream_end, exact_runs=window
@@ -725,16 +731,16 @@ def test_syncs_are_kept_for_runs_thinned_before_the_copy_synced_them() -> None:
 
 def test_a_rewind_into_a_thinned_run_keeps_it_conservative() -> None:
     m = OffsetMap(start=0, exact_runs=1)
-    for t in range(3):
-        m.record_run(t * 3, t * 3, 2)  # 0-1, 3-4, 6-7: the first two thinned into [0, 5)
+    for t in range(4):
+        m.record_run(t * 3, t * 3, 2)  # 0-1, 3-4, 6-7, 9-10: the first two thinned into [0, 5)
     head = m.segments()[0]
     assert not head.exact and head.upstream_end == 5
     m.rewind(4)  # copies at 4 and above are forgotten; which of [0, 4) were copied is not known exactly
     cut = m.segments()
     assert cut == (head.head(4),) and cut[0].upstream_end == 4 and cut[0].downstream_end == head.downstream_end
-    assert [m.translate(u) for u in range(5)] == [0, 0, 1, 2, 8]  # exact: 0, 1, 3, 3, 8 (never above)
-    m.record(4, 8)
-    assert m.translate(4) == 8 and m.segments()[-1] == Segment(4, 8, 1)
+    assert [m.translate(u) for u in range(5)] == [0, 0, 1, 2, 11]  # exact: 0, 1, 3, 3, 11 (never above)
+    m.record(4, 11)
+    assert m.translate(4) == 11 and m.segments()[-1] == Segment(4, 11, 1)
 
 
 def test_restore_accepts_exact_runs_left_inside_a_thinned_one() -> None:

@@ -1,6 +1,6 @@
 """An exactly-once copy of many small transactions keeps its stored offset map bounded (issue 17): every commit
 marker starts a new run, the newest W runs stay exact and older ones are thinned, so the offset-map topic holds at
-most W + log2(transactions) + 1 live keys for the partition, across a restart that restores the thinned runs.
+most W + 2 log2(transactions / W) + 2 live keys for the partition, across a restart that restores the thinned runs.
 Translation stays exact for the newest transactions and never skips for older ones."""
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def test_many_small_transactions_keep_the_stored_map_bounded(
         assert (result.records, result.transactions) == (count, count)
         transactions += count
         live = live_segments(flow, topic)
-        assert len(live) <= WINDOW + math.log2(transactions) + 1, (transactions, live)
+        assert len(live) <= WINDOW + 2 * math.log2(transactions / WINDOW) + 2, (transactions, live)
         assert any(not s.exact for s in live) and all(s.exact for s in live[-WINDOW:]), live
 
     pairs = copied_pairs(kafka.consumer, topic)

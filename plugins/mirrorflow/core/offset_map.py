@@ -51,16 +51,19 @@ Invariants (tests/core/test_offset_map.py checks them after every step of random
   I7 the copy never goes backwards: record() only accepts u >= upstream_end and d >= replicated end;
      going back is explicit (rewind() for an at-least-once re-copy, reset() for a truncated target).
 Thinning (core/offset_runs.py has the schedule):
-  T1 below the newest `exact_runs` runs (the window W), weights at least halve from each run to the next:
-     w(i) >= 2 w(i+1). So a map holds at most W + log2(total weight) + 1 runs, and the total weight is at most
-     the number of exact runs ever opened (one per transaction in exactly-once mode).
+  T1 below the newest `exact_runs` runs (the window, W), with age(r) = the total weight of the runs newer than r
+     (weight: the number of exact runs merged into a run, one per transaction in exactly-once mode): for
+     neighbours a, b there, w(a) + w(b) > age(b) (thinning merged every pair that could be merged without
+     weighing more than its age). So ages at least double every two runs going back, and a map holds at most
+     W + 2 log2(total weight / W) + 2 runs; the total weight is at most the number of exact runs ever opened.
+     Without rewinds also w(r) <= age(r) + 1: a group N transactions behind lands in a run of weight <= N.
   T2 a merged run holds every copy of both parts and nothing else: its spans run from the first part's start
      to the second's end, so offsets between the parts (gaps, our markers) become g and k. Translation through
      it is the conservative answer above; the runs around it do not change.
   T3 a rewind into a thinned run keeps its head conservatively (`Segment.head`): it may hold fewer copies
      than it says spans (c is then a lower bound, still keeping both answers conservative), never more.
 Why only old runs: a checkpointed group, failover and failback read near the end of the copy, which stays exact;
-a group far behind re-reads at most the gaps of one merged run (its weight, about its age, in commits).
+a group N transactions behind re-reads at most the gaps of one merged run of at most N transactions.
 
 Durable storage: one record per run in a compacted topic on the target (`offset_map_topic`); `Segment` and its
 record format live in core/record_codec.py and are re-exported here. A merge is written as the merged run under

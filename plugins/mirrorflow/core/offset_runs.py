@@ -1,10 +1,13 @@
 """The runs of an offset map in parallel arrays, and thinning: the schedule by which old runs are merged.
 
-Thinning keeps the newest `exact_runs` runs (the window, W) as they were copied and merges older neighbours in
-a binary-counter schedule by weight (the number of exact runs merged into a run): below the window, runs are
-merged from the newest end while the older of the last two weighs less than twice the newer, so the weights
-below the window at least halve from each run to the next (T1 in core/offset_map.py). A map that opened T
-runs then holds at most W + log2(T) + 1 runs, and a run's weight is at most about its age in runs: like MM2's
+Thinning keeps the newest `exact_runs` runs (the window, W) as they were copied and merges older neighbours by
+weight (the number of exact runs merged into a run, one per transaction in exactly-once mode) and age (the total
+weight of the runs newer than a run: how many transactions ago its newest copy was made). Below the window, two
+neighbours are merged when the merged run would weigh no more than its age: a run never covers more transactions
+than have committed since its newest one, so a group N transactions behind lands in a run of weight <= N (its
+re-reads are bounded by the gaps of at most N transactions; 0 inside the window). Once no pair can merge, for
+neighbours a (older) and b: w(a) + w(b) > age(b), so the age at least doubles every two runs going back and a map
+that opened T runs holds at most W + 2 log2(T / W) + 2 of them (T1 in core/offset_map.py). Like MM2's
 OffsetSyncStore (docs/mm2-reference.md §5.3), precision fades with age, never correctness.
 """
 
@@ -29,7 +32,7 @@ class Runs:
     weight (48 bytes a run). An exact run has both gap counts 0 and weight 1.
     """
 
-    __slots__ = ("ds", "gs", "ks", "ns", "us", "ws")
+    __slots__ = ("ds", "gs", "ks", "ns", "total", "us", "ws")
 
     def __init__(self) -> None:
         self.us: array[int] = array("q")
@@ -38,6 +41,7 @@ class Runs:
         self.gs: array[int] = array("q")
         self.ks: array[int] = array("q")
         self.ws: array[int] = array("q")
+        self.total = 0  # the sum of the weights
 
     def __len__(self) -> int:
         return len(self.us)
@@ -46,6 +50,7 @@ class Runs:
         return Segment(self.us[i], self.ds[i], self.ns[i], self.gs[i], self.ks[i], self.ws[i])
 
     def put(self, i: int, s: Segment) -> None:
+        self.total += s.weight - self.ws[i]
         self.us[i], self.ds[i], self.ns[i] = s.upstream_start, s.downstream_start, s.length
         self.gs[i], self.ks[i], self.ws[i] = s.upstream_gaps, s.downstream_extra, s.weight
 
@@ -56,8 +61,10 @@ class Runs:
         self.gs.append(s.upstream_gaps)
         self.ks.append(s.downstream_extra)
         self.ws.append(s.weight)
+        self.total += s.weight
 
     def delete(self, lo: int, hi: int) -> None:
+        self.total -= sum(self.ws[lo:hi])
         del self.us[lo:hi], self.ds[lo:hi], self.ns[lo:hi], self.gs[lo:hi], self.ks[lo:hi], self.ws[lo:hi]
 
     def exact(self, i: int) -> bool:
@@ -83,11 +90,17 @@ class Runs:
         i = bisect_right(self.ds, downstream) - 1
         return i if i >= 0 and downstream < self.down_end(i) else -1
 
-    def merge_candidate(self, window: int) -> int | None:
-        """The index i such that runs i and i+1 are to be merged next, or None (T1 holds)."""
-        i = len(self.us) - window - 2
-        if i >= 0 and self.ws[i] < 2 * self.ws[i + 1]:
-            return i
+    def merge_candidate(self, window: int, first: int = 0) -> int | None:
+        """The oldest index i >= `first` such that runs i and i+1, both below the window, are to be merged (their
+        merged weight is at most the age of run i+1), or None when T1 holds from `first` on. O(runs below it).
+        """
+        ws = self.ws
+        below = len(ws) - window
+        newer = self.total - sum(ws[: first + 1])  # the age of run first + 1 plus its own weight
+        for i in range(first, below - 1):
+            newer -= ws[i + 1]
+            if ws[i] + ws[i + 1] <= newer:
+                return i
         return None
 
     def merged(self, i: int) -> Segment:

@@ -77,16 +77,20 @@ class RunStore:
 
     # ---- changing the runs ------------------------------------------------------------------------------
     def add(self, s: Segment) -> None:
-        """Append a run after every other one, then thin."""
+        """Append a run after every other one, then thin (O(runs below the window): about 2 log2(T / W))."""
         self.runs.append(s)
         self.deletes.discard(s.upstream_start)
         self.thin()
 
     def thin(self) -> None:
-        """Merge old runs until T1 holds again; amortised O(1) merges per new run (a binary counter)."""
+        """Merge old runs until T1 holds again, in one pass from the oldest: a merge never makes an older pair
+        mergeable (the merged run is heavier and younger than the run it follows), nor changes a newer one.
+        """
         runs, window = self.runs, self.window
-        while (i := runs.merge_candidate(window)) is not None:
+        i = runs.merge_candidate(window)
+        while i is not None:
             self._merge_pair(i)
+            i = runs.merge_candidate(window, i)
 
     def _merge_pair(self, i: int) -> None:
         runs, nxt = self.runs, self.sync_next
@@ -193,7 +197,7 @@ class RunStore:
         first = 0 if nxt is None else max(bisect_right(runs.us, nxt) - 1, 0)
         live = ((runs.us[k], runs.ds[k], runs.ns[k]) for k in range(first, len(runs)) if runs.exact(k))
         out: list[tuple[int, int]] = []
-        last = sync_points(chain(self.unsynced, live), nxt, self.sync_last_down, offset_lag_max + 1, out)
+        last = sync_points(chain(sorted(self.unsynced), live), nxt, self.sync_last_down, offset_lag_max + 1, out)
         self.unsynced = []
         n = len(runs)
         if n:
