@@ -36,7 +36,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "plugins"))
 
 from mirrorflow.core.offset_map import NO_THINNING, OffsetMap, Segment, decode_segment, encode_segment  # noqa: E402
-from mirrorflow.core.offset_runs import DEFAULT_EXACT_RUNS  # noqa: E402
+from mirrorflow.core.offset_runs import THINNING_WINDOW  # noqa: E402
 from report import text_table  # noqa: E402
 
 CHECKPOINTS = (1_000, 10_000, 100_000, 200_000)
@@ -103,7 +103,7 @@ class Copy:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench_offset_map", description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--window", type=int, default=DEFAULT_EXACT_RUNS, help="exact runs kept (default %(default)s)")
+    parser.add_argument("--window", type=int, default=THINNING_WINDOW, help="exact runs kept (default %(default)s)")
     parser.add_argument("--transactions", type=int, nargs="+", default=list(CHECKPOINTS))
     parser.add_argument("--repeat", type=int, default=3, help="restores timed per checkpoint (median)")
     args = parser.parse_args(argv)

@@ -398,7 +398,7 @@ class OffsetMap:
             return
         store, runs, up_end = self._store, self._runs, self._up_end
         a, b = max(s.upstream_start, self._start), min(s.upstream_end, up_end)
-        if a < b and not self._agrees(s, a, b):
+        if a < b and not runs.agrees(s, a, b):
             raise ValueError(f"stored {s} disagrees with the copy history in {self!r}")
         if s.upstream_end <= up_end:
             return
@@ -429,23 +429,6 @@ class OffsetMap:
         if clean_before:
             store.scan_from, store.scan_sig = n, runs_signature(s)
         store.add(s)
-
-    def _agrees(self, s: Segment, a: int, b: int) -> bool:
-        """Stored `s` overlaps the consumed history on upstream [a, b): is it one of the runs we know?"""
-        runs = self._runs
-        i = bisect_right(runs.us, a) - 1
-        if i < 0 or runs.up_end(i) < b:
-            return False
-        if runs.exact(i) and s.exact:
-            return runs.ds[i] - runs.us[i] == s.downstream_start - s.upstream_start
-        # A thinned run on either side: `s` must lie inside run i (a straddling `s` began below start; only
-        # its end can be checked), and a copy (u', d') there has d' - d - (u' - u) in [-g, k] (copies in order).
-        if s.upstream_end > runs.up_end(i) or s.downstream_end > runs.down_end(i):
-            return False
-        if s.upstream_start < runs.us[i]:
-            return True
-        drift = (s.downstream_start - runs.ds[i]) - (s.upstream_start - runs.us[i])
-        return -runs.gs[i] <= drift <= runs.ks[i]
 
     @classmethod
     def restore(
