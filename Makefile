@@ -86,6 +86,12 @@ soak: setup
 bench-copy: setup
 	$(PY) benchmarks/bench_copy.py $(BENCH_ARGS)
 
+# The offset map of an exactly-once copy after 1k-200k transactions, thinned and not, without a cluster
+# (docs/offsets.md, "Keeping the map small"). BENCH_ARGS="--window 64" changes the exact window.
+.PHONY: bench-offset-map
+bench-offset-map: setup
+	$(PY) benchmarks/bench_offset_map.py $(BENCH_ARGS)
+
 # Planning, XCom, copy start-up and DAG parsing at 10,000 partitions and 100 flows, without a cluster
 # (docs/scaling.md). SIM_ARGS="--spark none" skips the Spark local job (one task per partition, 2,000 of them).
 .PHONY: scale-sim

@@ -11,7 +11,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
-from tests.kafka_helpers import create_topic
+from tests.kafka_helpers import create_topic, read_partition
 
 from mirrorflow.config.model import Flow, MirrorConfig
 from mirrorflow.core.offset_map import OffsetMap, Segment, decode_segment, decode_segment_key
@@ -167,3 +167,11 @@ def committed_count(clusters: LocalClusters, topic: str, partition: int) -> int:
             seen += 1
     finally:
         consumer.close()
+
+
+def copied_pairs(consumer: Callable[..., Consumer], topic: str) -> list[tuple[int, int]]:
+    """(upstream, downstream) of every copied record of partition 0 of `topic`, matched by value (the records of
+    the test must have distinct values), read back from both clusters with read_committed."""
+    committed = {"isolation.level": "read_committed"}
+    target = {m.value(): m.offset() for m in read_partition(consumer("B", committed), f"A.{topic}")}
+    return [(m.offset(), target[m.value()]) for m in read_partition(consumer("A", committed), topic)]

@@ -6,11 +6,17 @@ integers, and their values begin with an INT16 format version; all integers big-
 encoding, docs/mm2-reference.md §2.2). Keys carry no version: a key is the compaction identity and must never change.
 Readers reject other versions rather than guess at their meaning, and ignore bytes after the last field.
 
-Offset-map topic (`offset_map_topic`, core/offset_map.py), one record per segment of an `OffsetMap`:
+Offset-map topic (`offset_map_topic`, core/offset_map.py), one record per run of an `OffsetMap`:
   key   = topic STRING, partition INT32, upstream_start INT64
-  value = version INT16 (= 0), downstream_start INT64, length INT64;  null value = segment deleted.
-Only the tail segment grows, and it is re-written under the same key, so compaction keeps one record per
-segment.
+  value = version INT16 = 0, downstream_start INT64, length INT64                       (an exact run)
+        | version INT16 = 1, downstream_start INT64, copies INT64, upstream_gaps INT64,
+          downstream_extra INT64, weight INT64                                         (a thinned run)
+  null value = run deleted.
+A run is written in the smallest version that holds it: exact runs (the newest ones, and every run written by
+Mirrorflow before thinning) stay version 0, so an older Mirrorflow reads a map that was never thinned and stops
+with "upgrade Mirrorflow" at the first thinned run instead of guessing. Only the tail run grows, and it is
+re-written under the same key, so compaction keeps one record per run; thinning re-writes the merged run under
+the key of its first part and tombstones the keys of the others.
 """
 
 from __future__ import annotations
@@ -24,10 +30,11 @@ from mirrorflow.core.errors import MirrorflowError
 
 T = TypeVar("T")
 
-SEGMENT_FORMAT_VERSION = 0
+SEGMENT_FORMAT_VERSION = 1
+"""The newest offset-map value version; readers take every version up to it (`_SEGMENT_VALUES`)."""
 _INT16 = struct.Struct(">h")
 _SEGMENT_KEY_TAIL = struct.Struct(">iq")
-_SEGMENT_VALUE = struct.Struct(">hqq")
+_SEGMENT_VALUES = {0: struct.Struct(">hqq"), 1: struct.Struct(">hqqqqq")}
 
 BadRecord = Callable[[str, bytes, str], MirrorflowError]
 """`bad(part, data, why)`: the error for a record `part` ("key" or "value") its topic should not hold."""
@@ -79,23 +86,76 @@ def decode_versioned_value(
 
 @dataclass(frozen=True, slots=True)
 class Segment:
-    """Upstream offsets `upstream_start + i` were copied to `downstream_start + i`, for 0 <= i < length."""
+    """A run of the copy history (core/offset_map.py): `length` copies, in order on both sides, spread over the
+    upstream offsets [upstream_start, upstream_end) and the downstream offsets [downstream_start, downstream_end).
+
+    Upstream, `upstream_gaps` offsets of the span were not copied; downstream, `downstream_extra` offsets of the
+    span are not copies (commit markers, other writers). With both 0 the run is exact: upstream
+    `upstream_start + i` was copied to `downstream_start + i` for 0 <= i < length (the only kind before thinning).
+    `weight`: how many exact runs were merged into this one (thinning's schedule, core/offset_thinning.py).
+    """
 
     upstream_start: int
     downstream_start: int
     length: int
+    upstream_gaps: int = 0
+    downstream_extra: int = 0
+    weight: int = 1
 
     def __post_init__(self) -> None:
-        if self.upstream_start < 0 or self.downstream_start < 0 or self.length < 1:
-            raise ValueError(f"invalid segment {self}: offsets must be >= 0 and length >= 1")
+        if (
+            min(self.upstream_start, self.downstream_start, self.length, self.upstream_gaps, self.downstream_extra) < 0
+            or self.weight < 1
+            or self.upstream_length < 1
+            or self.downstream_length < 1
+        ):
+            raise ValueError(
+                f"invalid segment {self}: offsets, length and gaps must be >= 0, weight >= 1, both spans >= 1"
+            )
+
+    @property
+    def exact(self) -> bool:
+        return self.upstream_gaps == 0 and self.downstream_extra == 0
+
+    @property
+    def max_rereads(self) -> int:
+        """The most records a translation inside this run re-reads (0 for an exact run)."""
+        return self.upstream_gaps + self.downstream_extra
+
+    @property
+    def upstream_length(self) -> int:
+        return self.length + self.upstream_gaps
+
+    @property
+    def downstream_length(self) -> int:
+        return self.length + self.downstream_extra
 
     @property
     def upstream_end(self) -> int:
-        return self.upstream_start + self.length
+        return self.upstream_start + self.upstream_length
 
     @property
     def downstream_end(self) -> int:
-        return self.downstream_start + self.length
+        return self.downstream_start + self.downstream_length
+
+    def head(self, upstream_end: int) -> Segment:
+        """This run cut to the copies of upstream offsets below `upstream_end` (upstream_start < it).
+
+        Exact runs are cut exactly. In a thinned run the copies below the cut are not known: at least
+        `length - (self.upstream_end - upstream_end)` of them (at most that many lie at or above the cut), so the
+        head keeps the whole downstream span and counts the unknown rest as gaps and extra offsets, which keeps
+        every translation through it conservative (never a skip).
+        """
+        if not self.upstream_start < upstream_end:
+            raise ValueError(f"cannot cut {self} at upstream {upstream_end}")
+        if upstream_end >= self.upstream_end:
+            return self
+        span = upstream_end - self.upstream_start
+        if self.exact:
+            return Segment(self.upstream_start, self.downstream_start, span)
+        copies = max(self.length - (self.upstream_end - upstream_end), 0)
+        extra = self.downstream_length - copies
+        return Segment(self.upstream_start, self.downstream_start, copies, span - copies, extra, self.weight)
 
 
 def encode_segment_key(topic: str, partition: int, upstream_start: int) -> bytes:
@@ -103,8 +163,18 @@ def encode_segment_key(topic: str, partition: int, upstream_start: int) -> bytes
 
 
 def encode_segment(topic: str, partition: int, segment: Segment) -> tuple[bytes, bytes]:
-    """(key, value) of a stored segment; a deleted segment is `encode_segment_key(...)` with a null value."""
-    value = _SEGMENT_VALUE.pack(SEGMENT_FORMAT_VERSION, segment.downstream_start, segment.length)
+    """(key, value) of a stored run; a deleted run is `encode_segment_key(...)` with a null value."""
+    if segment.exact and segment.weight == 1:
+        value = _SEGMENT_VALUES[0].pack(0, segment.downstream_start, segment.length)
+    else:
+        value = _SEGMENT_VALUES[1].pack(
+            1,
+            segment.downstream_start,
+            segment.length,
+            segment.upstream_gaps,
+            segment.downstream_extra,
+            segment.weight,
+        )
     return encode_segment_key(topic, partition, segment.upstream_start), value
 
 
@@ -119,10 +189,13 @@ def decode_segment(key: bytes, value: bytes) -> tuple[str, int, Segment]:
     topic, partition, upstream_start = decode_segment_key(key)
     what = f"offset-map record for {topic}-{partition} at upstream {upstream_start}"
 
-    def make(downstream_start: int, length: int) -> Segment:
-        return Segment(upstream_start, downstream_start, length)
+    def make(downstream_start: int, length: int, *rest: int) -> Segment:
+        return Segment(upstream_start, downstream_start, length, *rest)
 
-    segment = decode_versioned_value(value, _SEGMENT_VALUE, SEGMENT_FORMAT_VERSION, what, _bad_segment, make)
+    version = _INT16.unpack_from(value, 0)[0] if len(value) >= _INT16.size else SEGMENT_FORMAT_VERSION
+    if version not in _SEGMENT_VALUES:  # the error names the newest version this Mirrorflow reads
+        version = SEGMENT_FORMAT_VERSION
+    segment = decode_versioned_value(value, _SEGMENT_VALUES[version], version, what, _bad_segment, make)
     return topic, partition, segment
 
 
