@@ -78,14 +78,15 @@ def test_options_are_validated(changes: dict[str, object], message: str) -> None
     assert (back.source, back.target) == ("B", "A")
 
 
-def test_the_default_state_dir_honours_mirrorflow_state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Where `mirrorflow run` and the flow DAGs look for pause markers: the CLI must write its state there too."""
+def test_local_state_is_an_explicit_override_never_the_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`$MIRRORFLOW_STATE_DIR` (where `mirrorflow run` and the flow DAGs then also look for pause markers) or
+    `--state-dir` keep the state on disk; unset, nothing depends on the working directory: the state is in Kafka."""
     options = FailoverOptions(config="c", primary="A", dr="B", direction="failback")
     monkeypatch.setenv("MIRRORFLOW_STATE_DIR", str(tmp_path / "root"))
     assert options.state_path() == tmp_path / "root" / "failback-A-B"
     monkeypatch.delenv("MIRRORFLOW_STATE_DIR")
     monkeypatch.chdir(tmp_path)
-    assert options.state_path() == tmp_path / "var" / "failover" / "failback-A-B"
+    assert options.state_path() is None
     given = FailoverOptions(config="c", primary="A", dr="B", state_dir=str(tmp_path / "mine"))
     assert given.state_path() == tmp_path / "mine"
 
