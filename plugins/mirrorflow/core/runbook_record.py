@@ -6,14 +6,15 @@ it is the target of the paused flow, which every worker running that flow reache
 prefix and `.internal` suffix keep it out of replication like Mirrorflow's other internal topics.
 
 Keys are UTF-8 JSON arrays, so compaction keeps one record per runbook, per report and per paused flow:
-  ["runbook", direction, primary alias, dr alias, <id of the cluster holding the topic>, run]
-  ["report",  direction, primary alias, dr alias, <id of the cluster holding the topic>, run]
-  ["pause",   flow source alias, flow target alias, <target cluster id>]
-`run` is "" for the CLI (one runbook per direction and pair) and the DAG run id for the Airflow DAGs. The other
-cluster's id (the flow's source, unreachable in an unplanned run) is in the value under "clusters": a record
-applies only when the ids it names are the clusters' ids now, so a topic restored or copied elsewhere, or a
-cluster recreated under the same alias, never inherits another pair's state. A value is UTF-8 JSON with
-"version": 1; a tombstone (None) deletes. Values hold offsets, step results and reasons, never a secret.
+  ["runbook", direction, primary alias, dr alias, <holder id>, <source id>, run]
+  ["report",  direction, primary alias, dr alias, <holder id>, <source id>, run]
+  ["pause",   flow source alias, flow target alias, <holder id>, <source id>]
+The holder is the cluster whose topic it is (the flow's target); the source is the flow's other cluster, whose
+id is "" when it did not answer (an unplanned run): such a record applies to any source of that alias, the safe
+side. `run` is "" for the CLI (one runbook per direction and pair) and the DAG run id for the Airflow DAGs. So a
+topic restored or copied elsewhere, or a cluster recreated under the same alias, never inherits another pair's
+state. A value is UTF-8 JSON with "version": 1 and "clusters" (the ids by alias); a tombstone (None) deletes.
+Values hold offsets, step results and reasons, never a secret.
 """
 
 from __future__ import annotations
@@ -43,18 +44,25 @@ class RunbookId:
     dr: str
     holder_id: str
     """`cluster.id` of the cluster whose topic holds the state (the runbook's target)."""
+    source_id: str
+    """`cluster.id` of the runbook flow's source, "" when it did not answer."""
     run: str = ""
 
     def key(self, kind: str = RUNBOOK) -> bytes:
-        return _key([kind, self.direction, self.primary, self.dr, self.holder_id, self.run])
+        return _key([kind, self.direction, self.primary, self.dr, self.holder_id, self.source_id, self.run])
+
+    def candidates(self) -> list[RunbookId]:
+        """Where this runbook's state may be: under the source's id, or under "" if it began without it."""
+        unknown = RunbookId(self.direction, self.primary, self.dr, self.holder_id, "", self.run)
+        return [self, unknown] if self.source_id else [self]
 
     def describe(self) -> str:
         run = f" run {self.run}" if self.run else ""
         return f"{self.direction} {self.primary}->{self.dr}{run}"
 
 
-def pause_key(source: str, target: str, target_id: str) -> bytes:
-    return _key([PAUSE, source, target, target_id])
+def pause_key(source: str, target: str, target_id: str, source_id: str) -> bytes:
+    return _key([PAUSE, source, target, target_id, source_id])
 
 
 def _key(parts: list[str]) -> bytes:

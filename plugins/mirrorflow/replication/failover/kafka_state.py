@@ -74,6 +74,7 @@ class KafkaStateStore:
         self.flow, self.clients, self.runbook = flow, clients, runbook
         self.clusters = dict(clusters)
         self.key = runbook.key()
+        self._lease = RunbookId(runbook.direction, runbook.primary, runbook.dr, runbook.holder_id, "", runbook.run)
         self.where = f"topic {RUNBOOK_TOPIC} on '{flow.target}', key {self.key.decode()}"
         self._writer: TransactionalLog | None = None
 
@@ -85,9 +86,14 @@ class KafkaStateStore:
         return self._state(self._latest())
 
     def _state(self, latest: dict[bytes, bytes]) -> RunState | None:
-        raw = latest.get(self.key)
-        if raw is None:
+        """The stored state; one begun while the source did not answer is adopted (written under our key)."""
+        found = [(c.key(), latest[c.key()]) for c in self.runbook.candidates() if c.key() in latest]
+        if not found:
             return None
+        key, raw = found[0]
+        if key != self.key:
+            log.info("%s: resuming the runbook begun without the source's cluster.id (%s)", self.where, key.decode())
+            self.key = key
         value = decode_value(raw, self.where)
         if not same_clusters(value.get("clusters") or {}, self.clusters):
             log.warning("%s holds a runbook of other clusters (%s): starting afresh", self.where, value["clusters"])
@@ -119,8 +125,7 @@ class KafkaStateStore:
 
     def pause(self, flow: str, reason: str) -> str:
         """The pause marker of the runbook's flow, on its target: what every runner of the flow checks."""
-        holder = self.clusters.get(self.flow.target) or self.runbook.holder_id
-        key = pause_key(self.flow.source, self.flow.target, holder)
+        key = pause_key(self.flow.source, self.flow.target, self.runbook.holder_id, self.runbook.source_id)
         body = {"flow": flow, "reason": reason, "since_ms": _now_ms(), "runbook": self.runbook.describe()}
         self._write([(key, encode_value(body, self.clusters))])
         return f"topic {RUNBOOK_TOPIC} on '{self.flow.target}', key {key.decode()}"
@@ -143,7 +148,7 @@ class KafkaStateStore:
 
     def _transactional_id(self) -> str:
         """The same for every process driving this runbook, whatever its working directory or host."""
-        digest = hashlib.sha256(self.key).hexdigest()[:24]
+        digest = hashlib.sha256(self._lease.key()).hexdigest()[:24]
         return f"mirrorflow-runbook-{digest}"
 
     def _prune(self, latest: dict[bytes, bytes]) -> None:
@@ -152,9 +157,9 @@ class KafkaStateStore:
         finished: list[tuple[int, list[str]]] = []
         for key, raw in latest.items():
             parts = decode_key(key)
-            if parts is None or parts[0] != RUNBOOK or len(parts) != 6 or key == self.key:
+            if parts is None or parts[0] != RUNBOOK or len(parts) != 7 or key == self.key:
                 continue
-            if parts[1:5] != [mine.direction, mine.primary, mine.dr, mine.holder_id]:
+            if parts[1:5] != [mine.direction, mine.primary, mine.dr, mine.holder_id] or parts[6] == mine.run:
                 continue
             try:
                 value = decode_value(raw, self.where)
@@ -165,39 +170,44 @@ class KafkaStateStore:
         finished.sort(reverse=True)
         stale = [parts for _, parts in finished[KEPT_RUNS - 1 :]]
         if stale:
-            old = RunbookId(mine.direction, mine.primary, mine.dr, mine.holder_id, "")
             tombstones: list[tuple[bytes, bytes | None]] = []
             for parts in stale:
-                run = RunbookId(old.direction, old.primary, old.dr, old.holder_id, parts[5])
+                run = RunbookId(parts[1], parts[2], parts[3], parts[4], parts[5], parts[6])
                 tombstones += [(run.key(RUNBOOK), None), (run.key(REPORT), None)]
             self._write(tombstones)
 
 
+def _pause_keys(flow: Flow, clusters: Clusters) -> list[bytes]:
+    """The markers that pause `flow` on these clusters: written with its source's id, or without one."""
+    target_id, source_id = str(clusters[flow.target]), clusters.get(flow.source) or ""
+    ids = [source_id, ""] if source_id else [""]
+    return [pause_key(flow.source, flow.target, target_id, i) for i in ids]
+
+
 def pause_reason(flow: Flow, clients: FlowClients, clusters: Clusters) -> str | None:
     """Why a failover paused `flow` (its marker in the runbook topic on its target, for these clusters), or None.
-    `clusters`: `flow_clusters(flow, clients, target_required=True)`."""
-    target_id = str(clusters[flow.target])
+    `clusters`: `flow_clusters(flow, clients, ...)` with the target's id known."""
     latest = read_latest(flow.target, flow.target_admin.librdkafka(), RUNBOOK_TOPIC, clients.timeout_s)
-    raw = latest.get(pause_key(flow.source, flow.target, target_id))
-    if raw is None:
-        return None
-    value = decode_value(raw, f"topic {RUNBOOK_TOPIC} on '{flow.target}'")
-    if not same_clusters(value.get("clusters") or {}, clusters):
-        return None
-    why = str(value.get("reason", "failover"))
-    return (
-        f"flow {flow.name} is paused by a {why} (marker in topic {RUNBOOK_TOPIC} on '{flow.target}'); "
-        f"`mirrorflow unpause CONFIG --flow {flow.name}` resumes it"
-    )
+    for key in _pause_keys(flow, clusters):
+        raw = latest.get(key)
+        if raw is None:
+            continue
+        value = decode_value(raw, f"topic {RUNBOOK_TOPIC} on '{flow.target}'")
+        why = str(value.get("reason", "failover"))
+        return (
+            f"flow {flow.name} is paused by a {why} (marker in topic {RUNBOOK_TOPIC} on '{flow.target}'); "
+            f"`mirrorflow unpause CONFIG --flow {flow.name}` resumes it"
+        )
+    return None
 
 
 def unpause(flow: Flow, clients: FlowClients) -> bool:
-    """Delete `flow`'s pause marker (a tombstone); False when there was none."""
+    """Delete `flow`'s pause markers (tombstones); False when there was none."""
     clusters = flow_clusters(flow, clients, target_required=True)
     if pause_reason(flow, clients, clusters) is None:
         return False
-    key = pause_key(flow.source, flow.target, str(clusters[flow.target]))
-    clients.target_writer.write([OutgoingRecord(RUNBOOK_TOPIC, 0, key, None)])
+    records = [OutgoingRecord(RUNBOOK_TOPIC, 0, key, None) for key in _pause_keys(flow, clusters)]
+    clients.target_writer.write(records)
     return True
 
 

@@ -335,9 +335,9 @@ def open_store(options: FailoverOptions, flow: Flow, clients: FlowClients) -> Ru
     clusters: Clusters = flow_clusters(flow, clients, target_required=path is None)
     if path is not None:
         return StateStore(path, clusters)
-    holder = str(clusters[flow.target])
+    holder, source = str(clusters[flow.target]), clusters[flow.source] or ""
     return KafkaStateStore(
-        flow, clients, RunbookId(options.direction, options.primary, options.dr, holder, options.run), clusters
+        flow, clients, RunbookId(options.direction, options.primary, options.dr, holder, source, options.run), clusters
     )
 
 
