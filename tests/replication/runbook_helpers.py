@@ -49,7 +49,7 @@ def runbook_records(flow: Flow) -> dict[tuple[str, ...], dict[str, Any]]:
 def runbook_statuses(flow: Flow, direction: str, run: str) -> dict[str, str]:
     """{step: status} of the runbook `direction` of `run` stored on the flow's target ({} before its first write)."""
     for parts, value in runbook_records(flow).items():
-        if parts[0] == "runbook" and parts[1] == direction and parts[5] == run:
+        if parts[0] == "runbook" and parts[1] == direction and parts[6] == run:
             return {s["name"]: s["status"] for s in value["state"]["steps"]}
     return {}
 
