@@ -1,17 +1,17 @@
 """`mirrorflow failover` really killed mid-way: SIGKILL while the runbook waits inside `verify_fence`, then the
-same command again. It must not be blocked by the dead run's lock, must resume at `verify_fence` (the fence
-command is not run twice) and must complete with the group's offsets committed on B.
+same command again, from another working directory (another machine: the state is in Kafka, nothing on disk).
+It must not be blocked by the dead run (its transactional writer is fenced by the new one), must resume at
+`verify_fence` (the fence command is not run twice) and must complete with the group's offsets committed on B:
+0 re-read, 0 skipped.
 
-Runs on the session clusters A and B: nothing here stops or reconfigures a broker (~15 s).
+Runs on the session clusters A and B: nothing here stops or reconfigures a broker (~20 s).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -20,22 +20,12 @@ from pathlib import Path
 import pytest
 from tests.kafka_helpers import KafkaKit
 from tests.replication.helpers import commit_offsets, failover_config
+from tests.replication.runbook_helpers import MIRRORFLOW, machine_env, mirrorflow, runbook_statuses, unpause_all
 
 from mirrorflow.config.model import MirrorConfig
 from mirrorflow.kafka.groups import committed_offsets
-from mirrorflow.replication.failover.state import StateStore
 
 pytestmark = pytest.mark.integration
-
-MIRRORFLOW = Path(sys.executable).with_name("mirrorflow")
-
-
-def _state(directory: Path) -> dict[str, str]:
-    try:
-        state = StateStore(directory).load()
-    except Exception:  # written atomically, but a poll may still race the first write of the directory
-        return {}
-    return {} if state is None else {s.name: s.status for s in state.steps.values()}
 
 
 def test_a_killed_runbook_resumes_after_its_last_completed_step(
@@ -50,7 +40,7 @@ def test_a_killed_runbook_resumes_after_its_last_completed_step(
     assert producer.flush(30) == 0
     commit_offsets(kafka.admin("A"), group, {(topic, 0): 7})
 
-    state_dir = tmp_path / "state"
+    flow = config.flow("A->B")
     fence_log = tmp_path / "fence.log"
     command = [
         str(MIRRORFLOW),
@@ -66,18 +56,22 @@ def test_a_killed_runbook_resumes_after_its_last_completed_step(
         "command",
         "--fence-command",
         f"echo fenced >> {fence_log}",
-        "--state-dir",
-        str(state_dir),
         "--json",
     ]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    # A long verification window: the run is certainly inside verify_fence when it is killed.
+    first_machine = tmp_path / "first"
+    first_machine.mkdir()
+    # A long verification window: the run is certainly inside verify_fence when it is killed. --restart: the
+    # session's B may hold an earlier CLI failover A->B of another test.
     first = subprocess.Popen(
-        [*command, "--fence-verify-seconds", "300"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        [*command, "--fence-verify-seconds", "300", "--restart"],
+        cwd=first_machine,
+        env=machine_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     try:
         deadline = time.monotonic() + 120
-        while _state(state_dir).get("fence") != "done":
+        while runbook_statuses(flow, "failover", "").get("fence") != "done":
             assert first.poll() is None, first.communicate()[1].decode()[-2000:]
             assert time.monotonic() < deadline, "the runbook never finished its fence step"
             time.sleep(0.2)
@@ -88,15 +82,16 @@ def test_a_killed_runbook_resumes_after_its_last_completed_step(
             first.kill()
         first.communicate(timeout=30)
     assert first.returncode == -signal.SIGKILL
-    statuses = _state(state_dir)
+    statuses = runbook_statuses(flow, "failover", "")
     assert statuses["preflight"] == statuses["fence"] == "done"
     assert statuses["verify_fence"] == "pending" and statuses["commit_offsets"] == "pending"
-    assert (state_dir / ".lock").exists(), "the killed run held the lock file"
+    assert [p for p in first_machine.rglob("*") if p.is_file()] == [], "the state is not on the first machine"
 
-    # Same failover again (a shorter window: the window is not part of what identifies the failover).
-    again = subprocess.run(
-        [*command, "--fence-verify-seconds", "1"], env=env, capture_output=True, text=True, timeout=300
-    )
+    # Same failover again, elsewhere (a shorter window: the window is not part of what identifies the failover).
+    try:
+        again = mirrorflow(tmp_path / "second", *command[1:], "--fence-verify-seconds", "1")
+    finally:
+        unpause_all(flow)
     assert again.returncode == 0, again.stderr[-3000:]
     report = json.loads(again.stdout)
     assert report["completed"] and report["fence"] == {"method": "command", "status": "fenced"}
