@@ -7,12 +7,16 @@ from pathlib import Path
 
 import pytest
 
+from mirrorflow.config.loader import load_config
 from mirrorflow.core.bootstrap_redirect import BootstrapRedirect, decode_redirect, encode_redirect, resolve
 from mirrorflow.core.errors import UsageError
 from mirrorflow.core.offset_map import OffsetMap
+from mirrorflow.core.runbook_record import RUNBOOK_TOPIC
+from mirrorflow.local.properties import mm2_config_text
 from mirrorflow.replication.failover.fencing import moved, verify_writes_stopped
 from mirrorflow.replication.failover.runbook import FailoverOptions
 from mirrorflow.replication.failover.state import DONE, StateStore, paused_flows, write_pause_marker
+from mirrorflow.replication.flow_rules import FlowRules
 from mirrorflow.replication.offset_translation import FlowOffsetMaps, Translation
 
 
@@ -100,3 +104,14 @@ def test_flow_offset_maps_invert_exactly_and_say_when_they_cannot() -> None:
     assert [maps.untranslate("orders", 0, d).offset for d in range(10)] == [0, 1, 2, 3, 6, 6, 7, 8, 8, 8]
     assert {maps.untranslate("orders", 0, d).status for d in range(10)} == {"exact"}
     assert maps.untranslate("orders", 1, 3) == Translation(None, "not-copied")
+
+
+def test_the_runbook_topic_is_never_replicated(tmp_path: Path) -> None:
+    """Runbook state and pause markers belong to their cluster: a `.*` flow must not copy them elsewhere."""
+    path = tmp_path / "mm2.properties"
+    path.write_text(
+        mm2_config_text({"B": "127.0.0.1:1", "C": "127.0.0.1:2"}, "B->C.enabled = true\nB->C.topics = .*\n")
+    )
+    rules = FlowRules.of(load_config(path).flow("B->C"))
+    assert not rules.should_replicate_topic(RUNBOOK_TOPIC)
+    assert rules.should_replicate_topic("mirrorflow-runbooks-of-an-app")
