@@ -62,6 +62,19 @@ def ensure_runbook_topic(admin: AdminClient, cluster: str, topic: str, replicati
     create_compacted_topic(admin, cluster, topic, replication_factor, timeout)
 
 
+def topic_exists(admin: AdminClient, cluster: str, topic: str, timeout_s: float) -> bool:
+    """One metadata request: a cluster where no runbook ever ran is answered without starting a consumer."""
+    try:
+        metadata = admin.list_topics(topic=topic, timeout=timeout_s).topics.get(topic)
+    except KafkaException as err:
+        raise KafkaOperationError(cluster, f"looking up topic '{topic}'", err) from err
+    if metadata is None or metadata.error is None:
+        return metadata is not None
+    if metadata.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+        return False
+    raise KafkaOperationError(cluster, f"looking up topic '{topic}'", metadata.error)
+
+
 def read_latest(cluster: str, conf: Mapping[str, str], topic: str, timeout_s: float) -> dict[bytes, bytes]:
     """The latest committed value per key (a tombstone removes the key); empty when the topic is absent."""
     latest: dict[bytes, bytes] = {}

@@ -43,6 +43,7 @@ from mirrorflow.kafka.runbook_store import (
     ensure_runbook_topic,
     probe_cluster_id,
     read_latest,
+    topic_exists,
 )
 from mirrorflow.replication.failover.state import Clusters, RunState, open_state
 from mirrorflow.replication.flow_clients import FlowClients
@@ -79,6 +80,8 @@ class KafkaStateStore:
         self._writer: TransactionalLog | None = None
 
     def _latest(self) -> dict[bytes, bytes]:
+        if not topic_exists(self.clients.target_admin, self.flow.target, RUNBOOK_TOPIC, self.clients.timeout_s):
+            return {}
         conf = self.flow.target_admin.librdkafka()
         return read_latest(self.flow.target, conf, RUNBOOK_TOPIC, self.clients.timeout_s)
 
@@ -187,6 +190,8 @@ def _pause_keys(flow: Flow, clusters: Clusters) -> list[bytes]:
 def pause_reason(flow: Flow, clients: FlowClients, clusters: Clusters) -> str | None:
     """Why a failover paused `flow` (its marker in the runbook topic on its target, for these clusters), or None.
     `clusters`: `flow_clusters(flow, clients, ...)` with the target's id known."""
+    if not topic_exists(clients.target_admin, flow.target, RUNBOOK_TOPIC, clients.timeout_s):
+        return None
     latest = read_latest(flow.target, flow.target_admin.librdkafka(), RUNBOOK_TOPIC, clients.timeout_s)
     for key in _pause_keys(flow, clusters):
         raw = latest.get(key)
