@@ -3,7 +3,8 @@ working directory, safe against a second writer.
 
 The same-alias tests use the session's clusters A and B and a third cluster C: pair 1 is (A, B); pair 2 names C
 "A" (same B); pair 3 names C "B". A runbook of pair 1 pauses only pair 1's flow, and pair 2's runbook does not
-resume pair 1's. Pause markers left here are deleted at the end: the session clusters are shared (~25 s).
+resume pair 1's. Pause markers left here are deleted at the end: the session clusters are shared. Also: a fenced
+second writer, and the bound on finished DAG runs (~30 s).
 """
 
 from __future__ import annotations
@@ -137,3 +138,31 @@ def test_a_fenced_writer_cannot_overwrite_the_state_of_the_process_that_took_ove
         stored = newer.load()
     assert stored is not None
     assert {s.name: s.status for s in stored.steps.values()} == {"preflight": DONE, "fence": DONE}
+
+
+def test_finished_dag_runs_are_pruned_to_a_bound(
+    pair: tuple[MirrorConfig, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One record per runbook, and of the finished DAG runs of a direction and pair only the newest are kept."""
+    from mirrorflow.replication.failover import kafka_state
+
+    monkeypatch.setattr(kafka_state, "KEPT_RUNS", 2)
+    config, _ = pair
+    flow = config.flow("A->B")
+    pair_name = uuid.uuid4().hex[:8]  # a pair of aliases of this test only: other tests' runbooks stay out
+    with FlowClients(flow) as clients:
+        clusters = flow_clusters(flow, clients, target_required=True)
+
+        def finish(run: str) -> None:
+            runbook = RunbookId("failover", f"P{pair_name}", f"D{pair_name}", str(clusters["B"]), "", run)
+            store = KafkaStateStore(flow, clients, runbook, clusters)
+            with store.locked():
+                state = store.open({"run": run}, ["preflight"], restart=False)
+                state.step("preflight").status = DONE
+                store.save(state)
+                store.save(state)  # overwritten, not appended: still one runbook
+
+        for run in ("r1", "r2", "r3"):
+            finish(run)
+    runs = sorted(k[6] for k in runbook_records(flow) if k[0] == "runbook" and k[2] == f"P{pair_name}")
+    assert runs == ["r2", "r3"], "r1 was pruned when r3 started; r2 is the newest finished one besides it"

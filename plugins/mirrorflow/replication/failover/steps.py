@@ -107,7 +107,7 @@ def pause_flow(ctx: Context) -> Outcome:
         f"so nothing is copied into {ctx.flow.target} after clients moved there"
     )
     if ctx.dry_run:
-        return done(would_write=ctx.store.where, note=note)
+        return done(would_write=f"a pause marker of {ctx.flow.name} beside the state ({ctx.store.where})", note=note)
     marker = ctx.store.pause(ctx.flow.name, f"{ctx.options.direction} {ctx.flow.source}->{ctx.flow.target}")
     return done(marker=marker, flow=ctx.flow.name, note=note)
 
