@@ -166,3 +166,19 @@ def test_finished_dag_runs_are_pruned_to_a_bound(
             finish(run)
     runs = sorted(k[6] for k in runbook_records(flow) if k[0] == "runbook" and k[2] == f"P{pair_name}")
     assert runs == ["r2", "r3"], "r1 was pruned when r3 started; r2 is the newest finished one besides it"
+
+
+def test_a_failback_keeps_its_state_on_the_primary_and_pauses_only_the_reverse_flow(
+    write_config: Callable[..., MirrorConfig], kafka: KafkaKit
+) -> None:
+    """Roles swapped: clients move back to A, so the runbook and the marker of B->A live in A's runbook topic."""
+    topic = kafka.topic("rbback")
+    config = write_config(f"A->B.enabled = true\nA->B.topics = {topic}\nB->A.enabled = true\nB->A.topics = {topic}\n")
+    options = FailoverOptions(config=str(config.path), primary="A", dr="B", direction="failback", restart=True)
+    try:
+        report = run_failover(options, steps=[("pause_flow", pause_flow)])
+        assert report["state_dir"].startswith("topic mirrorflow-runbook.internal on 'A'")
+        assert "paused by a failback B->A" in str(_paused(config.flow("B->A")))
+        assert _paused(config.flow("A->B")) is None
+    finally:
+        unpause_all(config.flow("B->A"))
