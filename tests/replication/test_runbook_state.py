@@ -9,6 +9,7 @@ second writer, and the bound on finished DAG runs (~30 s).
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -21,6 +22,7 @@ from tests.replication.runbook_helpers import mirrorflow, runbook_records, unpau
 
 from mirrorflow.config.loader import load_config
 from mirrorflow.config.model import Flow, MirrorConfig
+from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.core.runbook_record import RunbookId
 from mirrorflow.kafka.runbook_store import RunbookFenced
 from mirrorflow.local.cluster import LocalClusters
@@ -182,3 +184,21 @@ def test_a_failback_keeps_its_state_on_the_primary_and_pauses_only_the_reverse_f
         assert _paused(config.flow("A->B")) is None
     finally:
         unpause_all(config.flow("B->A"))
+
+
+def test_a_state_too_large_for_the_topic_says_how_to_fix_it(pair: tuple[MirrorConfig, str]) -> None:
+    config, _ = pair
+    flow = config.flow("A->B")
+    with FlowClients(flow) as clients:
+        clusters = flow_clusters(flow, clients, target_required=True)
+        runbook = RunbookId("failover", "A", "B", str(clusters["B"]), str(clusters["A"]), uuid.uuid4().hex)
+        store = KafkaStateStore(flow, clients, runbook, clusters)
+        with store.locked():
+            state = store.open({"run": runbook.run}, ["drain"], restart=False)
+            store.save(state)
+            state.step("drain").status = DONE
+            state.step("drain").result = {"noise": os.urandom(1_500_000).hex()}  # ~1.5 MB after gzip
+            with pytest.raises(MirrorflowError, match=r"raise the topic's max\.message\.bytes"):
+                store.save(state)
+        stored = store.load()
+    assert stored is not None and stored.step("drain").status == "pending", "the refused write left nothing"

@@ -30,6 +30,10 @@ TRANSACTION_TIMEOUT_MS = 30_000
 _FENCED = (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
 
 
+CLIENT_MAX_BYTES = 64 * 1024 * 1024
+_TOO_LARGE = (KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE)
+
+
 class RunbookFenced(MirrorflowError):
     """Another process took over this runbook (same transactional id, newer epoch): this one must stop."""
 
@@ -95,19 +99,29 @@ class TransactionalLog:
         self, cluster: str, conf: Mapping[str, str], topic: str, transactional_id: str, timeout_s: float
     ) -> None:
         self.cluster, self.topic, self.timeout_s = cluster, topic, timeout_s
+        self._transactional_id = transactional_id
+        self._conf = dict(conf)
+        self._producer = self._start()
+
+    def _start(self) -> Producer:
+        """A producer under the runbook's transactional id, initialised: this fences older holders of the id."""
         settings: dict[str, str | int | bool] = {
-            "transactional.id": transactional_id,
+            "transactional.id": self._transactional_id,
             "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS,
             "enable.idempotence": True,
             "acks": "all",
             "linger.ms": 0,
-            "compression.type": "gzip",  # step results can hold an offset per partition
+            # Step results hold an offset per partition: gzip keeps a big flow's state under the broker's 1 MB
+            # default; the client limit (on the uncompressed record) is raised so gzip gets the chance.
+            "compression.type": "gzip",
+            "message.max.bytes": CLIENT_MAX_BYTES,
         }
-        self._producer: Producer = make_producer(conf, **settings)
+        producer = make_producer(self._conf, **settings)
         try:
-            self._producer.init_transactions(timeout_s)
+            producer.init_transactions(self.timeout_s)
         except KafkaException as err:
-            raise KafkaOperationError(cluster, f"starting a transactional writer on '{topic}'", err) from err
+            raise KafkaOperationError(self.cluster, f"starting a transactional writer on '{self.topic}'", err) from err
+        return producer
 
     def write(self, records: Sequence[tuple[bytes, bytes | None]]) -> None:
         """All `records` or none, acknowledged; `RunbookFenced` when a newer process took the runbook over."""
@@ -131,11 +145,21 @@ class TransactionalLog:
                 ) from None
             if error is not None and error.txn_requires_abort():
                 self._producer.abort_transaction(self.timeout_s)
+            if any(e.code() in _TOO_LARGE for e in [*failures, *([error] if error else [])]):
+                raise self._too_large(records) from None
             raise KafkaOperationError(self.cluster, f"writing runbook state to '{self.topic}'", err) from err
         except BufferError as err:
             raise MirrorflowError(f"writing runbook state to '{self.topic}' on '{self.cluster}': {err}") from err
         if failures:
             raise KafkaOperationError(self.cluster, f"writing runbook state to '{self.topic}'", failures[0])
+
+    def _too_large(self, records: Sequence[tuple[bytes, bytes | None]]) -> MirrorflowError:
+        size = sum(len(v or b"") for _, v in records)
+        return MirrorflowError(
+            f"the runbook state ({size} bytes before compression) is larger than '{self.topic}' on '{self.cluster}' "
+            f"accepts: raise the topic's max.message.bytes (kafka-configs --alter --entity-type topics "
+            f"--entity-name {self.topic} --add-config max.message.bytes=...), or run with --state-dir"
+        )
 
     def close(self) -> None:
         self._producer.flush(min(self.timeout_s, 5.0))
