@@ -46,10 +46,13 @@ def runbook_records(flow: Flow) -> dict[tuple[str, ...], dict[str, Any]]:
     return found
 
 
-def runbook_statuses(flow: Flow, direction: str, run: str) -> dict[str, str]:
-    """{step: status} of the runbook `direction` of `run` stored on the flow's target ({} before its first write)."""
+def runbook_statuses(flow: Flow, direction: str, run: str, groups: str | None = None) -> dict[str, str]:
+    """{step: status} of the runbook `direction` of `run` (and of `groups`, when given: the CLI's runbook of a pair
+    is shared by the tests on the session clusters) stored on the flow's target ({} before its first write)."""
     for parts, value in runbook_records(flow).items():
-        if parts[0] == "runbook" and parts[1] == direction and parts[6] == run:
+        if parts[0] != "runbook" or parts[1] != direction or parts[6] != run:
+            continue
+        if groups is None or value["state"]["key"].get("groups") == groups:
             return {s["name"]: s["status"] for s in value["state"]["steps"]}
     return {}
 
