@@ -168,7 +168,9 @@ def test_run_loop_drops_a_flow_paused_while_it_runs(tmp_path: Path) -> None:
     flow = load_config(offline_config(tmp_path)).flow("A->B")
     said: list[str] = []
     ran: list[Any] = []
-    run_loop([flow], seconds=5, on_report=ran.append, paused=lambda name: f"{name} paused", on_paused=said.append)
+    run_loop(
+        [flow], seconds=5, on_report=ran.append, paused=lambda f, _clients: f"{f.name} paused", on_paused=said.append
+    )
     assert said == ["A->B paused"] and ran == []
 
 

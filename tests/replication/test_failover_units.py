@@ -7,12 +7,16 @@ from pathlib import Path
 
 import pytest
 
+from mirrorflow.config.loader import load_config
 from mirrorflow.core.bootstrap_redirect import BootstrapRedirect, decode_redirect, encode_redirect, resolve
 from mirrorflow.core.errors import UsageError
 from mirrorflow.core.offset_map import OffsetMap
+from mirrorflow.core.runbook_record import RUNBOOK_TOPIC
+from mirrorflow.local.properties import mm2_config_text
 from mirrorflow.replication.failover.fencing import moved, verify_writes_stopped
 from mirrorflow.replication.failover.runbook import FailoverOptions
 from mirrorflow.replication.failover.state import DONE, StateStore, paused_flows, write_pause_marker
+from mirrorflow.replication.flow_rules import FlowRules
 from mirrorflow.replication.offset_translation import FlowOffsetMaps, Translation
 
 
@@ -78,14 +82,15 @@ def test_options_are_validated(changes: dict[str, object], message: str) -> None
     assert (back.source, back.target) == ("B", "A")
 
 
-def test_the_default_state_dir_honours_mirrorflow_state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Where `mirrorflow run` and the flow DAGs look for pause markers: the CLI must write its state there too."""
+def test_local_state_is_an_explicit_override_never_the_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`$MIRRORFLOW_STATE_DIR` (where `mirrorflow run` and the flow DAGs then also look for pause markers) or
+    `--state-dir` keep the state on disk; unset, nothing depends on the working directory: the state is in Kafka."""
     options = FailoverOptions(config="c", primary="A", dr="B", direction="failback")
     monkeypatch.setenv("MIRRORFLOW_STATE_DIR", str(tmp_path / "root"))
     assert options.state_path() == tmp_path / "root" / "failback-A-B"
     monkeypatch.delenv("MIRRORFLOW_STATE_DIR")
     monkeypatch.chdir(tmp_path)
-    assert options.state_path() == tmp_path / "var" / "failover" / "failback-A-B"
+    assert options.state_path() is None
     given = FailoverOptions(config="c", primary="A", dr="B", state_dir=str(tmp_path / "mine"))
     assert given.state_path() == tmp_path / "mine"
 
@@ -99,3 +104,14 @@ def test_flow_offset_maps_invert_exactly_and_say_when_they_cannot() -> None:
     assert [maps.untranslate("orders", 0, d).offset for d in range(10)] == [0, 1, 2, 3, 6, 6, 7, 8, 8, 8]
     assert {maps.untranslate("orders", 0, d).status for d in range(10)} == {"exact"}
     assert maps.untranslate("orders", 1, 3) == Translation(None, "not-copied")
+
+
+def test_the_runbook_topic_is_never_replicated(tmp_path: Path) -> None:
+    """Runbook state and pause markers belong to their cluster: a `.*` flow must not copy them elsewhere."""
+    path = tmp_path / "mm2.properties"
+    path.write_text(
+        mm2_config_text({"B": "127.0.0.1:1", "C": "127.0.0.1:2"}, "B->C.enabled = true\nB->C.topics = .*\n")
+    )
+    rules = FlowRules.of(load_config(path).flow("B->C"))
+    assert not rules.should_replicate_topic(RUNBOOK_TOPIC)
+    assert rules.should_replicate_topic("mirrorflow-runbooks-of-an-app")

@@ -4,6 +4,9 @@ P->D copied part-way with checkpoints, records produced on P after the copy, the
 The runbook must finish without P (offsets from D's checkpoints, an RPO ledger that says "unknown" where only P
 could tell), commit the translated offsets on D, and report the old primary as unfenced. Once P is back, the
 ledger computed again must name exactly the records that were never copied.
+
+The state is in Kafka (the runbook topic on D): written while P's cluster.id was unknown, it must still pause the
+flow and resume as the same runbook once P is back.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -25,10 +29,10 @@ from mirrorflow.local.properties import mm2_config_text
 from mirrorflow.replication.checkpoints import emit_checkpoints
 from mirrorflow.replication.copy_plan import SourcePartitions, plan_copy
 from mirrorflow.replication.copy_range import copy_range
+from mirrorflow.replication.failover.report import render_markdown
 from mirrorflow.replication.failover.runbook import FailoverOptions, run_failover
-from mirrorflow.replication.failover.state import StateStore, paused_flows
 from mirrorflow.replication.flow_clients import FlowClients
-from mirrorflow.replication.flow_cycle import TOPICS, run_control_plane
+from mirrorflow.replication.flow_cycle import TOPICS, flow_paused, run_control_plane
 from mirrorflow.replication.remote_cluster_utils import translate_group
 
 pytestmark = pytest.mark.integration
@@ -99,9 +103,7 @@ def test_unplanned_failover_with_the_primary_killed(tmp_path: Path, own_clusters
     own_clusters.stop("P", kill=True)
     assert not own_clusters.is_up("P")
 
-    options = FailoverOptions(
-        config=str(path), primary="P", dr="D", groups=group, mode="unplanned", state_dir=str(tmp_path / "state")
-    )
+    options = FailoverOptions(config=str(path), primary="P", dr="D", groups=group, mode="unplanned")
     started = time.monotonic()
     report = run_failover(options)
     took = time.monotonic() - started
@@ -121,27 +123,20 @@ def test_unplanned_failover_with_the_primary_killed(tmp_path: Path, own_clusters
         (0, "checkpoint", "unknown"),
         (1, "checkpoint", "unknown"),
     }
-    markdown = (tmp_path / "state" / "report.md").read_text()
+    markdown = render_markdown(report)
     assert "unfenced" in markdown and "data-loss bound (records): unknown" in markdown
-    assert list(paused_flows(tmp_path)) == ["P->D"]
+    assert "mirrorflow-runbook.internal on 'D'" in report["state_dir"]
 
     # The translated offsets are committed on D, exactly what the checkpoints said before P died.
     on_d = committed_offsets(admin_d, "D", group, 10)
     assert {tp: o.offset for tp, o in on_d.items()} == expected
 
-    # P is back: the ledger computed again (a dry run reads P's end offsets now) names the late records.
+    # P is back: the flow stays paused, though the marker was written without P's cluster.id.
     own_clusters.start("P")
-    again = run_failover(
-        FailoverOptions(
-            config=str(path),
-            primary="P",
-            dr="D",
-            groups=group,
-            mode="unplanned",
-            state_dir=str(tmp_path / "recheck"),
-            dry_run=True,
-        )
-    )
+    with FlowClients(flow) as clients:
+        assert "paused by a failover P->D" in str(flow_paused(flow, clients, None))
+    # The ledger computed again (a fresh dry run reads P's end offsets now) names the late records.
+    again = run_failover(replace(options, dry_run=True, restart=True))
     recheck = {
         (p["topic"], p["partition"]): p
         for s in again["steps"]
@@ -151,5 +146,8 @@ def test_unplanned_failover_with_the_primary_killed(tmp_path: Path, own_clusters
     assert {tp: p["records_at_risk"] for tp, p in recheck.items()} == {(topic, 0): LATE // 2, (topic, 1): LATE // 2}
     assert {tp: p["copied_to"] for tp, p in recheck.items()} == {tp: p["copied_to"] for tp, p in ledger.items()}
     assert {tp: p["source_end"] for tp, p in recheck.items()} == {tp: (COPIED + LATE) // 2 for tp in recheck}
-    state = StateStore(tmp_path / "state").load()
-    assert state is not None and state.completed()
+    # The same failover again resumes the stored runbook: every step done once, nothing run again.
+    before_ms = time.time_ns() // 1_000_000
+    resumed = run_failover(options)
+    assert resumed["completed"] and {s["attempts"] for s in resumed["steps"]} == {1}
+    assert all(s["started_ms"] < before_ms for s in resumed["steps"]), "steps of the stored runbook, not new ones"

@@ -3,12 +3,13 @@
 `dags/mirrorflow_failover.py` is one call: `register_failover_dags(globals())`, reading the same config as the
 flow DAGs (`MIRRORFLOW_CONFIG`). The trigger form is the Params below; Airflow validates it on trigger.
 
-One task per runbook step, in order, each calling `run_failover` for its step with a state directory fixed by the
-DAG run (`<state root>/<direction>-<primary>-<dr>-<run id>`, the state root being `$MIRRORFLOW_STATE_DIR`, default
-`<checkout>/var/failover`). A step that fails or refuses fails its task with the reason; clearing that task
-resumes exactly there, from the persisted state (a task re-runs an earlier step only when the runbook put it back
-to pending, as a fence rolled back). A dry run records nothing in the runbook's sense; the DAG keeps the planned
-results of earlier tasks in the run's state directory so later steps can read them, and never touches a cluster.
+One task per runbook step, in order, each calling `run_failover` for its step as the runbook of this DAG run (its
+run id names it). The state is in Kafka (the runbook topic on the cluster the clients move to), so the tasks may
+run on different workers with no shared disk; with the air-gapped override `$MIRRORFLOW_STATE_DIR` it is in
+`<state root>/<direction>-<primary>-<dr>-<run id>` instead, which every worker must then share. A step that
+fails or refuses fails its task with the reason; clearing that task resumes exactly there, from the persisted
+state (a task re-runs an earlier step only when the runbook put it back to pending, as a fence rolled back). A
+dry run records nothing anywhere: each task replays the earlier steps' dry runs (reads only) before its own.
 A config that cannot be read builds no runbook DAG: `dags/mirrorflow_flows.py` already reports it as its import
 error. The last task, `report`, pushes only the report's path and small counts to XCom: never offsets or secrets.
 Credentials of `<alias>.mirrorflow.connection` Airflow connections are merged into the flow's clients at task run
@@ -21,6 +22,7 @@ import json
 import logging
 import re
 from collections.abc import Mapping, MutableMapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -146,7 +148,7 @@ def _doc(direction: str, config_path: str) -> str:
 
 
 def options_from_params(
-    params: Mapping[str, Any], *, config_path: str, direction: str, state_dir: Path
+    params: Mapping[str, Any], *, config_path: str, direction: str, state_dir: Path | None
 ) -> FailoverOptions:
     """The runbook's options from the trigger form, validated (UsageError with the field to fix).
 
@@ -157,12 +159,22 @@ def options_from_params(
     )
 
 
-def run_state_dir(direction: str, params: Mapping[str, Any], run_id: str, repo: Path) -> Path:
-    """One directory per DAG run, directly under the state root (where `paused_flows` looks for markers)."""
-    from mirrorflow.replication.flow_cycle import pause_root
+def run_state_dir(direction: str, params: Mapping[str, Any], run_id: str, repo: Path) -> Path | None:
+    """With the override `$MIRRORFLOW_STATE_DIR`: one directory per DAG run, directly under the state root (where
+    `paused_flows` looks for markers). None (the default): the state is in Kafka, keyed by the run id."""
+    from mirrorflow.replication.flow_cycle import state_root_override
 
+    root = state_root_override(repo)
+    if root is None:
+        return None
     safe = re.sub(r"[^A-Za-z0-9._-]+", "_", run_id).strip("_")
-    return pause_root(repo) / f"{direction}-{params['primary']}-{params['dr']}-{safe}"
+    return root / f"{direction}-{params['primary']}-{params['dr']}-{safe}"
+
+
+def _options(config_path: str, direction: str, repo: str, params: Mapping[str, Any], run_id: str) -> FailoverOptions:
+    state_dir = run_state_dir(direction, params, run_id, Path(repo))
+    options = options_from_params(params, config_path=config_path, direction=direction, state_dir=state_dir)
+    return replace(options, run=run_id)
 
 
 def run_step(
@@ -174,65 +186,47 @@ def run_step(
     from mirrorflow.replication.failover.steps import STEPS
 
     name = STEP_NAMES[index]
-    state_dir = run_state_dir(direction, params, run_id, Path(repo))
-    options = options_from_params(params, config_path=config_path, direction=direction, state_dir=state_dir)
+    options = _options(config_path, direction, repo, params, run_id)
     # A real run resumes: done steps are skipped, a reset one (a rolled-back fence) runs again before this one.
-    # A dry run's earlier results are "planned", not done: run this step alone, reading them from the state.
-    chosen = [STEPS[index]] if options.dry_run else list(STEPS[: index + 1])
+    # A dry run keeps nothing: the earlier steps' dry runs are replayed (reads only) so this one can read them.
+    chosen = list(STEPS[: index + 1])
 
     def progress(step: str, status: str, result: dict[str, Any]) -> None:
         why = result.get("reason") or result.get("error") or result.get("note") or ""
         log.info("%s %s: %s%s", direction, step, status, f" ({why})" if why else "")
 
-    log.info("%s %s -> %s, state in %s", direction, options.source, options.target, state_dir)
+    log.info("%s %s -> %s, runbook %s", direction, options.source, options.target, run_id)
     try:
         report = run_failover(options, steps=chosen, on_step=progress, prepare_flow=with_connections)
     except FailoverFailed as err:
         log.error("%s", err)
         raise
-    if options.dry_run:
-        _keep_planned(state_dir, options, report)
     status = next((s["status"] for s in report["steps"] if s["name"] == name), "unknown")
-    return {"step": name, "status": status, "dry_run": options.dry_run, "state_dir": str(state_dir)}
-
-
-def _keep_planned(state_dir: Path, options: FailoverOptions, report: dict[str, Any]) -> None:
-    """Save a dry run's planned results so the next task's step reads them (runbook dry runs keep nothing)."""
-    from mirrorflow.replication.failover.state import RunState, StateStore, StepState
-
-    steps = {
-        s["name"]: StepState(
-            name=s["name"],
-            status=s["status"],
-            started_ms=s["started_ms"],
-            duration_ms=s["duration_ms"],
-            attempts=s["attempts"],
-            result=s["detail"],
-            error=s["error"],
-        )
-        for s in report["steps"]
-    }
-    StateStore(state_dir).save(RunState(key=options.key(), steps=steps))
+    return {"step": name, "status": status, "dry_run": options.dry_run, "state": report["state_dir"]}
 
 
 def report_step(config_path: str, direction: str, repo: str, params: Mapping[str, Any], run_id: str) -> dict[str, Any]:
-    """The report of the whole run, written beside the state; XCom gets its path and counts only."""
+    """The report of the whole run, kept beside the state (Kafka, or the override's directory); XCom gets where it
+    is and counts only."""
     from mirrorflow.airflow.connections import with_connections
     from mirrorflow.replication.failover.report import REPORT_JSON, REPORT_MD, render_markdown
     from mirrorflow.replication.failover.runbook import run_failover
+    from mirrorflow.replication.failover.steps import STEPS
 
-    state_dir = run_state_dir(direction, params, run_id, Path(repo))
-    options = options_from_params(params, config_path=config_path, direction=direction, state_dir=state_dir)
-    report = run_failover(options, steps=[], prepare_flow=with_connections)
-    if options.dry_run:  # the runbook writes no report for a dry run; the operator still wants to read it
+    options = _options(config_path, direction, repo, params, run_id)
+    # A dry run kept nothing: the whole dry run again (reads only) is its report.
+    report = run_failover(options, steps=STEPS if options.dry_run else [], prepare_flow=with_connections)
+    state_dir = options.state_path()
+    if options.dry_run and state_dir is not None:  # the operator of the local override reads the files
         state_dir.mkdir(parents=True, exist_ok=True)
         (state_dir / REPORT_JSON).write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
         (state_dir / REPORT_MD).write_text(render_markdown(report))
     log.info("%s", render_markdown(report))
     bound = report["data_loss_bound_records"]
+    where = report["state_dir"]
     return {
-        "report": str(state_dir / REPORT_JSON),
-        "report_md": str(state_dir / REPORT_MD),
+        "report": str(state_dir / REPORT_JSON) if state_dir is not None else where,
+        "report_md": str(state_dir / REPORT_MD) if state_dir is not None else where,
         "dry_run": report["dry_run"],
         "completed": report["completed"],
         "fence": report["fence"]["status"],

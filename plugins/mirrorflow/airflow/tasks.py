@@ -9,8 +9,9 @@ sync tasks run beside it for the same time at their MM2 cadences (`emit.heartbea
 `emit.checkpoints.interval.seconds`, `sync.group.offsets.interval.seconds`), so a DAG run is bounded and the
 next `@continuous` run takes over. In interval mode each runs once.
 
-A flow a failover paused (its `paused-flow.json` marker under `$MIRRORFLOW_STATE_DIR`, default
-`<checkout>/var/failover`) skips every task with the marker's reason, so the copy task downstream skips too.
+A flow a failover paused (its marker in the runbook topic on the flow's target, seen from any worker; with the
+air-gapped override `$MIRRORFLOW_STATE_DIR`, also a `paused-flow.json` marker under it) skips every task with
+the marker's reason, so the copy task downstream skips too.
 
 Replication modules are imported inside the callables: the scheduler's DAG parser never loads Kafka clients.
 """
@@ -70,11 +71,13 @@ def load_flow(config_path: str, flow_name: str, clusters: Clusters = None) -> Fl
     return with_connections(find_flow(config_path, flow_name, clusters))
 
 
-def skip_if_paused(flow_name: str) -> None:
+def skip_if_paused(flow: Flow) -> None:
     """AirflowSkipException when a failover paused the flow: nothing may be copied after clients moved."""
-    from mirrorflow.replication.flow_cycle import pause_root, paused_reason
+    from mirrorflow.replication.flow_clients import FlowClients
+    from mirrorflow.replication.flow_cycle import flow_paused, state_root_override
 
-    reason = paused_reason(flow_name, pause_root(REPO))
+    with FlowClients(flow) as clients:
+        reason = flow_paused(flow, clients, state_root_override(REPO))
     if reason is not None:
         log.warning("%s", reason)
         raise AirflowSkipException(reason)
@@ -120,8 +123,8 @@ def discover(config_path: str, flow_name: str, clusters: Clusters = None) -> dic
     from mirrorflow.replication.discovery import discover as discover_plan
     from mirrorflow.replication.flow_clients import FlowClients
 
-    skip_if_paused(flow_name)
     flow = load_flow(config_path, flow_name, clusters)
+    skip_if_paused(flow)
     with FlowClients(flow) as clients:
         summary = plan_summary(discover_plan(flow, clients))
     log.info("flow %s: %s", flow.name, summary)
@@ -131,8 +134,8 @@ def discover(config_path: str, flow_name: str, clusters: Clusters = None) -> dic
 def _control_plane(config_path: str, flow_name: str, clusters: Clusters, step: str) -> dict[str, Any]:
     from mirrorflow.replication.flow_cycle import run_control_plane
 
-    skip_if_paused(flow_name)
     flow = load_flow(config_path, flow_name, clusters)
+    skip_if_paused(flow)
     summary = control_plane_summary(run_control_plane(flow, steps={step}))
     log.info("flow %s: %s", flow.name, summary)
     return summary
@@ -164,8 +167,8 @@ def heartbeats(config_path: str, flow_name: str, clusters: Clusters = None) -> d
     from mirrorflow.replication.flow_clients import FlowClients
     from mirrorflow.replication.flow_cycle import HEARTBEAT, run_control_plane
 
-    skip_if_paused(flow_name)
     flow = load_flow(config_path, flow_name, clusters)
+    skip_if_paused(flow)
     if not flow.emit_heartbeats_enabled:
         return _skipped(flow, "emit.heartbeats.enabled = false")
     with FlowClients(flow) as clients:
@@ -203,8 +206,8 @@ def emit_checkpoints(config_path: str, flow_name: str, clusters: Clusters = None
     from mirrorflow.replication.offset_translation import CheckpointStore
     from mirrorflow.replication.state_tail import OffsetMapTail
 
-    skip_if_paused(flow_name)
     flow = load_flow(config_path, flow_name, clusters)
+    skip_if_paused(flow)
     if not flow.emit_checkpoints_enabled:
         return _skipped(flow, "emit.checkpoints.enabled = false")
     with FlowClients(flow) as clients:
@@ -224,8 +227,8 @@ def sync_group_offsets(config_path: str, flow_name: str, clusters: Clusters = No
     from mirrorflow.replication.flow_clients import FlowClients
     from mirrorflow.replication.group_sync import sync_group_offsets as sync
 
-    skip_if_paused(flow_name)
     flow = load_flow(config_path, flow_name, clusters)
+    skip_if_paused(flow)
     if not flow.sync_group_offsets_enabled:
         return _skipped(flow, "sync.group.offsets.enabled = false")
     with FlowClients(flow) as clients:

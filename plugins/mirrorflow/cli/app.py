@@ -40,6 +40,7 @@ def _register() -> None:
     metrics_cmd.register(app)
     failover_cmd.register(app)
     failover_cmd.register_failback(app)
+    failover_cmd.register_unpause(app)
     audit_cmd.register(app)
     reset_cmd.register(app)
     spark_cmd.register(app)

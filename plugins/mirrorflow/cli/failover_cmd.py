@@ -2,6 +2,10 @@
 
 Exit codes: 0 done (or dry run planned), 1 a step refused or failed (the reason is printed; a re-run resumes at
 that step), 2 bad input (nothing done). `--json` prints the report on stdout in every case where one exists.
+
+The state is in Kafka (the runbook topic on the cluster the clients move to), so a re-run resumes from any
+machine; `--state-dir` (or `$MIRRORFLOW_STATE_DIR`) keeps it in a local directory instead, for air-gapped runs.
+`mirrorflow unpause CONFIG --flow A->B` deletes the pause marker the runbook left for a flow.
 """
 
 from __future__ import annotations
@@ -12,7 +16,8 @@ from typing import Annotated, Any
 
 import typer
 
-from mirrorflow.cli.plan_cmd import VerboseOption, setup_logging
+from mirrorflow.cli.plan_cmd import ClustersOption, FlowOption, VerboseOption, select_flows, setup_logging
+from mirrorflow.core.errors import UsageError
 from mirrorflow.replication.failover.report import render_markdown
 from mirrorflow.replication.failover.runbook import FailoverFailed, options_from_values, run_failover
 
@@ -23,6 +28,14 @@ def register(app: typer.Typer) -> None:
 
 def register_failback(app: typer.Typer) -> None:
     app.command("failback", help="Bring them home: the same runbook on the reverse flow DR->primary.")(runbook)
+
+
+def register_unpause(app: typer.Typer) -> None:
+    app.command(
+        "unpause",
+        context_settings={"allow_extra_args": True},
+        help="Delete the pause marker a failover left for a flow (in Kafka), so the flow runs again.",
+    )(unpause)
 
 
 Primary = Annotated[str, typer.Option("--primary", help="Alias of the primary cluster.")]
@@ -59,7 +72,10 @@ StateDir = Annotated[
     Path | None,
     typer.Option(
         "--state-dir",
-        help="Where state and reports live (default: $MIRRORFLOW_STATE_DIR or var/failover, /<kind>-<primary>-<dr>).",
+        help=(
+            "Air-gapped override: keep state and reports in this local directory instead of Kafka "
+            "(also: $MIRRORFLOW_STATE_DIR/<kind>-<primary>-<dr> when that is set)."
+        ),
     ),
 ]
 StrictGroups = Annotated[
@@ -125,3 +141,24 @@ def runbook(
         typer.echo(json.dumps(report, indent=2, sort_keys=True))
     else:
         typer.echo(render_markdown(report))
+
+
+def unpause(
+    ctx: typer.Context,
+    config: Config,
+    flow: FlowOption = None,
+    clusters: ClustersOption = None,
+    verbose: VerboseOption = False,
+) -> None:
+    """Resume the flows named by `--flow`: their markers in the runbook topic on their targets are deleted."""
+    from mirrorflow.replication.failover.kafka_state import unpause as delete_marker
+    from mirrorflow.replication.flow_clients import FlowClients
+
+    setup_logging(verbose)
+    if not flow:
+        raise UsageError("unpause needs --flow SOURCE->TARGET (the flow a failover paused)")
+    _, flows, _ = select_flows(ctx, config, clusters, flow)
+    for f in flows:
+        with FlowClients(f) as clients:
+            deleted = delete_marker(f, clients)
+        typer.echo(f"{f.name}: {'pause marker deleted' if deleted else 'not paused'}")

@@ -6,8 +6,9 @@ topics, configs and ACLs, heartbeat, then the copy to the source ends seen at it
 `mirrorflow.spark.master`), checkpoints, and group sync when enabled; exit 0.
 `--for SECONDS`: repeat each step at its MM2 interval for that long, copying whenever new records are there.
 Neither: until interrupted (Ctrl-C). `--no-copy` runs the control plane only.
-A flow a failover paused (a `paused-flow.json` marker under `$MIRRORFLOW_STATE_DIR`, default `./var/failover`)
-is skipped with one line on stderr (and stopped, when the marker appears while it runs).
+A flow a failover paused (its marker in the runbook topic on the flow's target; with the air-gapped override
+`$MIRRORFLOW_STATE_DIR`, also a `paused-flow.json` marker under it) is skipped with one line on stderr (and
+stopped, when the marker appears while it runs).
 Any failure stops the run with exit code 1 and one message; nothing half-done is reported as done.
 """
 
@@ -33,13 +34,14 @@ from mirrorflow.cli.plan_cmd import (
 )
 from mirrorflow.config.model import Flow
 from mirrorflow.core.errors import UsageError
+from mirrorflow.replication.flow_clients import FlowClients
 from mirrorflow.replication.flow_cycle import (
     ControlPlaneReport,
-    pause_root,
-    paused_reason,
+    flow_paused,
     run_control_plane,
     run_heartbeat_pair,
     run_loop,
+    state_root_override,
 )
 
 
@@ -71,7 +73,7 @@ def run(
         raise UsageError(f"--for {for_seconds:g}: give a positive number of seconds")
     setup_logging(verbose)
     _, flows, pairs = select_flows(ctx, config, clusters, flow)
-    root = pause_root(Path.cwd())
+    root = state_root_override(Path.cwd())
     flows = _unpaused(flows, root)
     reports: list[ControlPlaneReport] = []
     heartbeats = 0
@@ -114,7 +116,7 @@ def run(
                     seconds=for_seconds,
                     on_report=record,
                     copy=copy,
-                    paused=lambda name: paused_reason(name, root),
+                    paused=lambda f, c: flow_paused(f, c, root),
                     on_paused=lambda reason: typer.echo(f"stopped: {reason}", err=True),
                 )
             except KeyboardInterrupt:
@@ -130,11 +132,12 @@ def run(
         typer.echo(json.dumps(to_json(reports), indent=2))
 
 
-def _unpaused(flows: list[Flow], root: Path) -> list[Flow]:
-    """The flows no failover has paused (markers under `$MIRRORFLOW_STATE_DIR`, default `./var/failover`)."""
+def _unpaused(flows: list[Flow], root: Path | None) -> list[Flow]:
+    """The flows no failover has paused (markers in Kafka; with the override, also under `root`)."""
     kept = []
     for f in flows:
-        reason = paused_reason(f.name, root)
+        with FlowClients(f) as clients:
+            reason = flow_paused(f, clients, root)
         if reason is None:
             kept.append(f)
         else:

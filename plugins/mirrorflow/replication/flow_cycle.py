@@ -27,7 +27,8 @@ from mirrorflow.config.model import Flow
 from mirrorflow.replication.acl_sync import AclSyncReport, sync_acls
 from mirrorflow.replication.config_sync import ConfigSyncReport, sync_configs
 from mirrorflow.replication.discovery import FlowPlan, discover
-from mirrorflow.replication.failover.state import DEFAULT_ROOT, paused_flows
+from mirrorflow.replication.failover.kafka_state import flow_clusters, pause_reason
+from mirrorflow.replication.failover.state import Clusters, marker_applies, paused_flows
 from mirrorflow.replication.flow_clients import FlowClients
 from mirrorflow.replication.flow_rules import FlowRules
 from mirrorflow.replication.heartbeats import HeartbeatReport, emit_heartbeat
@@ -48,7 +49,8 @@ COPY = "copy"
 ALL_STEPS: frozenset[str] = frozenset({TOPICS, CONFIGS, ACLS, HEARTBEAT, COPY})
 
 STATE_DIR_ENV = "MIRRORFLOW_STATE_DIR"
-"""Root of the failover state directories, where `pause_flow` leaves its markers (default `var/failover`)."""
+"""When set: the air-gapped override, a local root of the failover state directories and pause markers. Unset
+(the default): runbook state and pause markers live in Kafka (`failover.kafka_state`)."""
 
 CopyStep = Callable[[Flow, FlowPlan, FlowClients], Any]
 """Hook for the record copy: `copy(flow, plan, clients)` returns a JSON-friendly report (dataclass or dict)."""
@@ -222,13 +224,13 @@ def run_loop(
     copy: CopyStep | None = None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
-    paused: Callable[[str], str | None] | None = None,
+    paused: Callable[[Flow, FlowClients], str | None] | None = None,
     on_paused: Callable[[str], None] | None = None,
 ) -> None:
     """Run the flows (and the heartbeat-only pairs) on their schedules for `seconds` (None: until
     interrupted). Fails on the first error: a cycle that did not complete is never reported as done.
 
-    `paused(flow name)` gives a reason when a failover paused the flow meanwhile: it is dropped (not the
+    `paused(flow, its clients)` gives a reason when a failover paused the flow meanwhile: it is dropped (not the
     heartbeat-only pairs) and `on_paused(reason)` says so once."""
     start = clock()
     deadline = None if seconds is None else start + seconds
@@ -245,7 +247,7 @@ def run_loop(
                 if not steps:
                     continue
                 flow = schedule.flow
-                reason = None if paused is None or schedule.heartbeat_only else paused(flow.name)
+                reason = None if paused is None or schedule.heartbeat_only else paused(flow, clients[flow.name])
                 if reason is not None:
                     schedules.remove(schedule)
                     if on_paused is not None:
@@ -272,17 +274,34 @@ def run_loop(
             c.close()
 
 
-def pause_root(base: Path | None = None) -> Path:
-    """Where failover runs keep their state and pause markers: `$MIRRORFLOW_STATE_DIR`, else `var/failover`;
-    a relative path is taken from `base` (the CLI: its working directory; Airflow: the checkout)."""
-    root = Path(os.environ.get(STATE_DIR_ENV, "").strip() or DEFAULT_ROOT).expanduser()
+def state_root_override(base: Path | None = None) -> Path | None:
+    """`$MIRRORFLOW_STATE_DIR` when set (a relative path is taken from `base`: the CLI's working directory, the
+    Airflow checkout), else None: runbook state and pause markers are in Kafka, not on any local disk."""
+    raw = os.environ.get(STATE_DIR_ENV, "").strip()
+    if not raw:
+        return None
+    root = Path(raw).expanduser()
     return root if root.is_absolute() or base is None else base / root
 
 
-def paused_reason(flow_name: str, root: Path) -> str | None:
-    """Why `flow_name` must not run (a failover paused it), or None. Deleting the marker resumes the flow."""
+def flow_paused(flow: Flow, clients: FlowClients, root: Path | None) -> str | None:
+    """Why `flow` must not run (a failover paused it), or None: with the local override (`root`), a marker file
+    under `root`; else its marker in the runbook topic on its target. Either applies only to these clusters.
+    A target that does not answer has no marker to read, and nothing can be copied into it either."""
+    if root is not None:
+        reason = paused_reason(flow.name, root, lambda: flow_clusters(flow, clients, target_required=False))
+        if reason is not None:
+            return reason
+    clusters = flow_clusters(flow, clients, target_required=False)
+    return None if clusters[flow.target] is None else pause_reason(flow, clients, clusters)
+
+
+def paused_reason(flow_name: str, root: Path, clusters: Callable[[], Clusters] | None = None) -> str | None:
+    """Why `flow_name` must not run by a marker file under `root` (the local override), or None. A marker
+    written for other clusters (`clusters()`: `cluster.id` by alias, asked only of a marker that names ids)
+    does not apply. Deleting the file resumes the flow."""
     marker = paused_flows(root).get(flow_name)
-    if marker is None:
+    if marker is None or not marker_applies(marker, clusters):
         return None
     try:
         why = str(json.loads(marker.read_text()).get("reason", "failover"))

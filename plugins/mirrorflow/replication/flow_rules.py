@@ -16,7 +16,7 @@ from mirrorflow.core.replication_policy import DEFAULT_SEPARATOR, ReplicationPol
 from mirrorflow.core.topic_filter import DefaultTopicFilter, TopicFilter
 from mirrorflow.core.topic_selection import should_replicate_topic
 
-MIRRORFLOW_INTERNAL_PREFIXES = ("mirrorflow-progress", "mirrorflow-offset-map")
+MIRRORFLOW_INTERNAL_PREFIXES = ("mirrorflow-progress", "mirrorflow-offset-map", "mirrorflow-runbook")
 
 
 def is_mirrorflow_internal_topic(topic: str) -> bool:

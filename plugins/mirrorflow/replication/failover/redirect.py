@@ -117,7 +117,7 @@ def arm_reverse(ctx: Context) -> Outcome:
     if ctx.flow.groups != (".*",):
         lines.append(f"{name}.groups = {', '.join(ctx.flow.groups)}")
     note = f"add these lines to {ctx.config.path} and run the flow {name} so a failback has data to return"
-    if ctx.dry_run:
+    if ctx.dry_run or ctx.state_dir is None:  # state in Kafka: the lines are in the report, no local file
         return done(reverse_flow=name, armed=False, config=lines, note=note)
     snippet = ctx.state_dir / "reverse-flow.properties"
     snippet.parent.mkdir(parents=True, exist_ok=True)

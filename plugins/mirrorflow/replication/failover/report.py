@@ -112,7 +112,7 @@ def build_report(ctx: Context) -> dict[str, Any]:
         "skipped_groups": commit.get("skipped_groups", state.result("preflight").get("skipped_groups", [])),
         "partitions": partitions,
         "consumer_contract": CONSUMER_CONTRACT,
-        "state_dir": str(ctx.state_dir),
+        "state_dir": ctx.store.where,
         "generated_ms": time.time_ns() // 1_000_000,
     }
 
@@ -141,6 +141,8 @@ def _writes_after_cutover(ctx: Context, partitions: list[dict[str, Any]]) -> dic
 
 
 def write_report(ctx: Context, report: dict[str, Any]) -> None:
+    if ctx.state_dir is None:  # state in Kafka: the report is kept there (runbook._keep_report)
+        return
     ctx.state_dir.mkdir(parents=True, exist_ok=True)
     (ctx.state_dir / REPORT_JSON).write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
     (ctx.state_dir / REPORT_MD).write_text(render_markdown(report))

@@ -1,9 +1,11 @@
 """The failover state machine (docs/design.md §4): the same steps for `mirrorflow failover|failback` and the Airflow
 DAG.
 
-Every step is idempotent and recorded in the state file after it ends; a re-run skips the steps already done
-and starts at the first one that is not (the failed one, or the one a killed run was in). A dry run performs
-every read, records nothing, and says for each step what it would do.
+Every step is idempotent and recorded in the runbook's state after it ends; a re-run (any process, any machine)
+skips the steps already done and starts at the first one that is not (the failed one, or the one a killed run
+was in). The state is in Kafka on the cluster the clients move to (`kafka_state`), or, with the air-gapped
+override (`--state-dir` or `$MIRRORFLOW_STATE_DIR`), in a local directory (`state.StateStore`). A dry run
+performs every read, records nothing, and says for each step what it would do.
 
 Failover moves clients from `primary` to `dr` through the flow primary->dr. Failback is the same machine on the
 reverse flow dr->primary (which must be enabled and must have copied the DR side's data back): clients move
@@ -22,20 +24,24 @@ from mirrorflow.config.loader import load_config
 from mirrorflow.config.model import Flow, MirrorConfig
 from mirrorflow.core.errors import MirrorflowError, UsageError
 from mirrorflow.core.patterns import PatternError, compile_patterns
+from mirrorflow.core.runbook_record import RunbookId
 from mirrorflow.replication.discovery import FlowPlan, discover
+from mirrorflow.replication.failover.kafka_state import KafkaStateStore, flow_clusters
 from mirrorflow.replication.failover.state import (
     DONE,
     FAILED,
     PENDING,
     PLANNED,
     SKIPPED,
+    Clusters,
+    RunbookStore,
     RunState,
     StateStore,
     StepState,
     default_state_dir,
 )
 from mirrorflow.replication.flow_clients import FlowClients
-from mirrorflow.replication.flow_cycle import pause_root
+from mirrorflow.replication.flow_cycle import state_root_override
 
 Direction = Literal["failover", "failback"]
 Mode = Literal["planned", "unplanned"]
@@ -81,6 +87,8 @@ class FailoverOptions:
     clusters: tuple[str, ...] = ()
     strict_groups: bool = False  # a group with no exact translation refuses the run instead of being skipped
     open_transaction_wait_seconds: float = 60.0  # how long verify_fence waits for transactions open at the fence
+    run: str = ""
+    """The Airflow DAG run id: each DAG run is its own runbook ("" for the CLI: one per direction and pair)."""
 
     @property
     def source(self) -> str:
@@ -92,12 +100,14 @@ class FailoverOptions:
         """The cluster the clients move to."""
         return self.dr if self.direction == "failover" else self.primary
 
-    def state_path(self) -> Path:
-        """`--state-dir`, else `<state root>/<direction>-<primary>-<dr>`; the state root is `$MIRRORFLOW_STATE_DIR`
-        or `var/failover` (relative to the working directory), where `mirrorflow run` looks for pause markers."""
+    def state_path(self) -> Path | None:
+        """The air-gapped override: `--state-dir`, else `<$MIRRORFLOW_STATE_DIR>/<direction>-<primary>-<dr>` when
+        that variable is set (relative to the working directory), where `mirrorflow run` then also looks for
+        pause markers. None (the default): the state is in Kafka."""
         if self.state_dir:
             return Path(self.state_dir)
-        return default_state_dir(self.direction, self.primary, self.dr, pause_root(Path.cwd()))
+        root = state_root_override(Path.cwd())
+        return None if root is None else default_state_dir(self.direction, self.primary, self.dr, root)
 
     def key(self) -> dict[str, Any]:
         return {
@@ -221,7 +231,12 @@ class Context:
     flow: Flow
     state: RunState
     clients: FlowClients
-    state_dir: Path
+    store: RunbookStore
+
+    @property
+    def state_dir(self) -> Path | None:
+        """Local directory for report files and snippets: only with the `--state-dir` override."""
+        return self.store.artifacts
 
     @property
     def dry_run(self) -> bool:
@@ -302,64 +317,84 @@ def run_failover(
         flow = prepare_flow(flow)
     chosen = list(steps if steps is not None else STEPS)
     names = [name for name, _ in chosen]
-    store = StateStore(options.state_path())
-    if options.dry_run:
-        stored = None if options.restart else store.load()
-        state = stored if stored is not None and stored.key == options.key() else None
-        state = state or RunState(key=options.key(), steps={})
-        for name in names:
-            state.steps.setdefault(name, StepState(name))
-        return _drive(options, config, flow, state, chosen, store, on_step, build_report, write_report)
-    with store.locked():
-        state = store.open(options.key(), names, restart=options.restart)
-        return _drive(options, config, flow, state, chosen, store, on_step, build_report, write_report)
+    with FlowClients(flow) as clients:
+        store = open_store(options, flow, clients)
+        if options.dry_run:
+            stored = None if options.restart else store.load()
+            state = stored if stored is not None and stored.key == options.key() else None
+            state = state or RunState(key=options.key(), steps={})
+            for name in names:
+                state.steps.setdefault(name, StepState(name))
+            return _drive(
+                Context(options, config, flow, state, clients, store), chosen, on_step, build_report, write_report
+            )
+        with store.locked():
+            state = store.open(options.key(), names, restart=options.restart)
+            return _drive(
+                Context(options, config, flow, state, clients, store), chosen, on_step, build_report, write_report
+            )
+
+
+def open_store(options: FailoverOptions, flow: Flow, clients: FlowClients) -> RunbookStore:
+    """The runbook's store: Kafka on the flow's target (the default), or the local directory override. Both key
+    what they keep by the clusters' `cluster.id`s, so other clusters that reuse the aliases never see it."""
+    path = options.state_path()
+    clusters: Clusters = flow_clusters(flow, clients, target_required=path is None)
+    if path is not None:
+        return StateStore(path, clusters)
+    holder, source = str(clusters[flow.target]), clusters[flow.source] or ""
+    return KafkaStateStore(
+        flow, clients, RunbookId(options.direction, options.primary, options.dr, holder, source, options.run), clusters
+    )
 
 
 def _drive(
-    options: FailoverOptions,
-    config: MirrorConfig,
-    flow: Flow,
-    state: RunState,
+    ctx: Context,
     steps: list[Step],
-    store: StateStore,
     on_step: Callable[[str, str, dict[str, Any]], None] | None,
     build_report: Callable[[Context], dict[str, Any]],
     write_report: Callable[[Context, dict[str, Any]], None],
 ) -> dict[str, Any]:
-    with FlowClients(flow) as clients:
-        ctx = Context(options, config, flow, state, clients, options.state_path())
-        for name, run in steps:
-            step = state.step(name)
-            if step.status in (DONE, SKIPPED):
-                continue
-            step.status = PENDING
-            step.started_ms = time.time_ns() // 1_000_000
-            step.attempts += 0 if options.dry_run else 1
-            if not options.dry_run:  # a run killed inside the step leaves the attempt on record
-                store.save(state)
-            started = time.monotonic()
-            try:
-                outcome = run(ctx)
-            except MirrorflowError as err:
-                step.duration_ms = int((time.monotonic() - started) * 1000)
-                step.status, step.error = FAILED, str(err)
-                if not options.dry_run:
-                    store.save(state)
-                report = build_report(ctx)
-                if not options.dry_run:
-                    write_report(ctx, report)
-                if on_step is not None:
-                    on_step(name, FAILED, {"error": str(err)})
-                what = "refused" if isinstance(err, Refused) else "failed"
-                raise FailoverFailed(f"{options.direction} step '{name}' {what}: {err}", report, err.exit_code) from err
+    options, state, store = ctx.options, ctx.state, ctx.store
+    for name, run in steps:
+        step = state.step(name)
+        if step.status in (DONE, SKIPPED):
+            continue
+        step.status = PENDING
+        step.started_ms = time.time_ns() // 1_000_000
+        step.attempts += 0 if options.dry_run else 1
+        if not options.dry_run:  # a run killed inside the step leaves the attempt on record
+            store.save(state)
+        started = time.monotonic()
+        try:
+            outcome = run(ctx)
+        except MirrorflowError as err:
             step.duration_ms = int((time.monotonic() - started) * 1000)
-            step.status = PLANNED if options.dry_run and outcome.status == DONE else outcome.status
-            step.result, step.error = outcome.result, None
+            step.status, step.error = FAILED, str(err)
             if not options.dry_run:
                 store.save(state)
+            report = build_report(ctx)
+            if not options.dry_run:
+                _keep_report(ctx, report, write_report)
             if on_step is not None:
-                on_step(name, step.status, outcome.result)
-        report = build_report(ctx)
+                on_step(name, FAILED, {"error": str(err)})
+            what = "refused" if isinstance(err, Refused) else "failed"
+            raise FailoverFailed(f"{options.direction} step '{name}' {what}: {err}", report, err.exit_code) from err
+        step.duration_ms = int((time.monotonic() - started) * 1000)
+        step.status = PLANNED if options.dry_run and outcome.status == DONE else outcome.status
+        step.result, step.error = outcome.result, None
         if not options.dry_run:
-            write_report(ctx, report)
-        return report
+            store.save(state)
+        if on_step is not None:
+            on_step(name, step.status, outcome.result)
+    report = build_report(ctx)
+    if not options.dry_run:
+        _keep_report(ctx, report, write_report)
+    return report
+
+
+def _keep_report(ctx: Context, report: dict[str, Any], write_report: Callable[[Context, dict[str, Any]], None]) -> None:
+    """Beside the state: one record in Kafka, or the report files in the override's directory."""
+    ctx.store.save_report(report)
+    if ctx.state_dir is not None:
+        write_report(ctx, report)

@@ -1,8 +1,11 @@
-"""The persisted state of a failover run: one JSON file per (direction, primary, DR), rewritten atomically after
-every step, so a run that was killed or failed resumes after its last completed step.
+"""The persisted state of a failover run, rewritten after every step, so a run that was killed or failed resumes
+after its last completed step.
 
-The state holds what later steps and the report need (fenced end offsets, the ACLs created, translated offsets)
-and never a secret. A dry run reads it but never writes it.
+By default it lives in Kafka (`kafka_state.KafkaStateStore`, the runbook topic on the cluster the clients move
+to), so every Airflow worker, `mirrorflow run` and the CLI see it. `StateStore` here is the explicit air-gapped
+override (`--state-dir`, or `$MIRRORFLOW_STATE_DIR` set): one JSON file per runbook, written atomically, with a
+lock, and pause markers beside it. Both hold what later steps and the report need (fenced end offsets, the ACLs
+created, translated offsets) and never a secret. A dry run reads state but never writes it.
 """
 
 from __future__ import annotations
@@ -11,13 +14,14 @@ import fcntl
 import json
 import os
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from mirrorflow.core.errors import MirrorflowError, UsageError
+from mirrorflow.core.runbook_record import same_clusters
 
 STATE_FILE = "state.json"
 PAUSE_MARKER = "paused-flow.json"
@@ -73,12 +77,46 @@ class RunState:
         return cls(key=data["key"], steps=steps, created_ms=int(data.get("created_ms", 0)))
 
 
+Clusters = Mapping[str, str | None]
+"""`cluster.id` by alias of the runbook's two clusters; None for one that did not answer."""
+
+
+class RunbookStore(Protocol):
+    """Where a runbook keeps its state, report and pause marker: Kafka by default, a directory when asked."""
+
+    where: str
+    """Said in messages and in the report's `state_dir`."""
+    artifacts: Path | None
+    """A local directory for report files and config snippets: only the directory override has one."""
+
+    def load(self) -> RunState | None: ...
+
+    def open(self, key: dict[str, Any], step_names: list[str], *, restart: bool) -> RunState: ...
+
+    def save(self, state: RunState) -> None: ...
+
+    def locked(self) -> AbstractContextManager[None]: ...
+
+    def pause(self, flow: str, reason: str) -> str: ...
+
+    def save_report(self, report: dict[str, Any]) -> None: ...
+
+
 class StateStore:
     """The state file under `directory`, with an exclusive lock so two runs never drive the same failover."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, clusters: Clusters | None = None) -> None:
         self.directory = directory
         self.path = directory / STATE_FILE
+        self.where = str(directory)
+        self.artifacts: Path | None = directory
+        self.clusters = dict(clusters or {})
+
+    def pause(self, flow: str, reason: str) -> str:
+        return str(write_pause_marker(self.directory, flow, reason, self.clusters))
+
+    def save_report(self, report: dict[str, Any]) -> None:
+        """The report files are written into `artifacts` by the runbook (report.write_report)."""
 
     def load(self) -> RunState | None:
         if not self.path.exists():
@@ -91,18 +129,8 @@ class StateStore:
             ) from err
 
     def open(self, key: dict[str, Any], step_names: list[str], *, restart: bool) -> RunState:
-        """The state to run with: the stored one when it is the same failover, else a fresh one."""
         stored = None if restart else self.load()
-        if stored is not None:
-            if stored.key != key:
-                raise UsageError(
-                    f"{self.path} holds a different failover ({_describe(stored.key)}), not {_describe(key)}: "
-                    "finish that one, pass another --state-dir, or --restart to discard it"
-                )
-            for name in step_names:
-                stored.steps.setdefault(name, StepState(name))
-            return stored
-        return RunState(key=key, steps={name: StepState(name) for name in step_names})
+        return open_state(stored, key, step_names, restart=restart, where=str(self.path))
 
     def save(self, state: RunState) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -126,19 +154,49 @@ class StateStore:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def open_state(
+    stored: RunState | None, key: dict[str, Any], step_names: list[str], *, restart: bool, where: str
+) -> RunState:
+    """The state to run with: the stored one when it is the same failover, else a fresh one."""
+    if stored is not None and not restart:
+        if stored.key != key:
+            raise UsageError(
+                f"{where} holds a different failover ({_describe(stored.key)}), not {_describe(key)}: "
+                "finish that one, pass another --state-dir, or --restart to discard it"
+            )
+        for name in step_names:
+            stored.steps.setdefault(name, StepState(name))
+        return stored
+    return RunState(key=key, steps={name: StepState(name) for name in step_names})
+
+
 def _describe(key: dict[str, Any]) -> str:
     return (
         f"{key.get('direction')} {key.get('primary')}->{key.get('dr')} ({key.get('mode')}, groups {key.get('groups')})"
     )
 
 
-def write_pause_marker(directory: Path, flow: str, reason: str) -> Path:
+def write_pause_marker(directory: Path, flow: str, reason: str, clusters: Clusters | None = None) -> Path:
     """Record that `flow` must not copy any more: the DAG factory and `mirrorflow run` can honour it through
-    `paused_flows`; the operator also disables the flow in the config (the report says so)."""
+    `paused_flows`; the operator also disables the flow in the config (the report says so). `clusters` (the
+    `cluster.id` by alias) makes the marker apply to those clusters only, not to others with the same aliases."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / PAUSE_MARKER
-    path.write_text(json.dumps({"flow": flow, "reason": reason, "since_ms": time.time_ns() // 1_000_000}) + "\n")
+    body = {"flow": flow, "reason": reason, "since_ms": time.time_ns() // 1_000_000, "clusters": dict(clusters or {})}
+    path.write_text(json.dumps(body) + "\n")
     return path
+
+
+def marker_applies(path: Path, clusters: Callable[[], Clusters] | None) -> bool:
+    """A marker file names the clusters it was written for; one of other clusters (same aliases) does not apply.
+    A marker without ids (written before they were recorded) applies: pausing wrongly is the lesser harm."""
+    try:
+        stored = json.loads(path.read_text()).get("clusters") or {}
+    except (OSError, ValueError, AttributeError):
+        return True
+    if clusters is None or not stored or not isinstance(stored, dict):
+        return True
+    return same_clusters(stored, clusters())
 
 
 def paused_flows(root: Path = DEFAULT_ROOT) -> dict[str, Path]:

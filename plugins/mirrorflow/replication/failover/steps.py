@@ -19,7 +19,6 @@ from mirrorflow.replication.failover.fencing import fence, verify_fence
 from mirrorflow.replication.failover.group_offsets import commit_offsets, refuse_stale, split_stale, translate
 from mirrorflow.replication.failover.redirect import arm_reverse, redirect
 from mirrorflow.replication.failover.runbook import Context, Outcome, Refused, Step, done, skipped, tp_key
-from mirrorflow.replication.failover.state import write_pause_marker
 from mirrorflow.replication.group_sync import IDLE_STATES
 from mirrorflow.replication.metrics import flow_views
 
@@ -106,11 +105,9 @@ def pause_flow(ctx: Context) -> Outcome:
         f"so nothing is copied into {ctx.flow.target} after clients moved there"
     )
     if ctx.dry_run:
-        return done(would_write=str(ctx.state_dir / "paused-flow.json"), note=note)
-    marker = write_pause_marker(
-        ctx.state_dir, ctx.flow.name, f"{ctx.options.direction} {ctx.flow.source}->{ctx.flow.target}"
-    )
-    return done(marker=str(marker), flow=ctx.flow.name, note=note)
+        return done(would_write=f"a pause marker of {ctx.flow.name} beside the state ({ctx.store.where})", note=note)
+    marker = ctx.store.pause(ctx.flow.name, f"{ctx.options.direction} {ctx.flow.source}->{ctx.flow.target}")
+    return done(marker=marker, flow=ctx.flow.name, note=note)
 
 
 def final_checkpoint(ctx: Context) -> Outcome:

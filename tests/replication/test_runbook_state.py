@@ -1,0 +1,204 @@
+"""Runbook state and pause markers in Kafka, on real brokers: keyed by the clusters' `cluster.id`, seen from any
+working directory, safe against a second writer.
+
+The same-alias tests use the session's clusters A and B and a third cluster C: pair 1 is (A, B); pair 2 names C
+"A" (same B); pair 3 names C "B". A runbook of pair 1 pauses only pair 1's flow, and pair 2's runbook does not
+resume pair 1's. Pause markers left here are deleted at the end: the session clusters are shared. Also: a fenced
+second writer, and the bound on finished DAG runs (~30 s).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from tests.kafka_helpers import KafkaKit
+from tests.replication.helpers import failover_config
+from tests.replication.runbook_helpers import mirrorflow, runbook_records, unpause_all
+
+from mirrorflow.config.loader import load_config
+from mirrorflow.config.model import Flow, MirrorConfig
+from mirrorflow.core.errors import MirrorflowError
+from mirrorflow.core.runbook_record import RunbookId
+from mirrorflow.kafka.runbook_store import RunbookFenced
+from mirrorflow.local.cluster import LocalClusters
+from mirrorflow.local.properties import mm2_config_text
+from mirrorflow.replication.failover.kafka_state import KafkaStateStore, flow_clusters
+from mirrorflow.replication.failover.runbook import FailoverOptions, run_failover
+from mirrorflow.replication.failover.state import DONE, write_pause_marker
+from mirrorflow.replication.failover.steps import pause_flow
+from mirrorflow.replication.flow_clients import FlowClients
+from mirrorflow.replication.flow_cycle import flow_paused
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def pair(write_config: Callable[..., MirrorConfig], kafka: KafkaKit) -> Iterator[tuple[MirrorConfig, str]]:
+    """A config mirroring a new topic and group from A to B; every pause marker of its flow is removed after."""
+    group = f"rbs-{uuid.uuid4().hex[:8]}"
+    config = failover_config(write_config, kafka.admin("A"), kafka.topic("rbs"), 1, group)
+    yield config, group
+    unpause_all(config.flow("A->B"))
+
+
+def _renamed(tmp_path: Path, clusters: LocalClusters, name: str, bootstraps: dict[str, str], like: Flow) -> Flow:
+    """The same flow A->B, but the aliases A and B given to other clusters."""
+    path = tmp_path / f"{name}.properties"
+    body = f"admin.timeout.ms = 30000\nA->B.enabled = true\nA->B.topics = {','.join(like.topics)}\n"
+    path.write_text(mm2_config_text({a: clusters.bootstrap(c) for a, c in bootstraps.items()}, body))
+    return load_config(path).flow("A->B")
+
+
+def _paused(flow: Flow) -> str | None:
+    with FlowClients(flow) as clients:
+        return flow_paused(flow, clients, None)
+
+
+def test_an_old_local_marker_does_not_pause_fresh_clusters_with_the_same_aliases(
+    tmp_path: Path, pair: tuple[MirrorConfig, str]
+) -> None:
+    """The report of issue 18: a failover a->b in a checkout left `var/failover/.../paused-flow.json`; a new flow
+    between other clusters called A and B, run from that checkout, was skipped because of it."""
+    config, _ = pair
+    checkout = tmp_path / "checkout"
+    write_pause_marker(checkout / "var" / "failover" / "failover-A-B", "A->B", "failover A->B")
+    result = mirrorflow(checkout, "run", str(config.path), "--once", "--no-copy", "--flow", "A->B")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "paused" not in result.stderr, result.stderr
+
+
+def test_markers_and_state_of_another_pair_with_the_same_aliases_have_no_effect(
+    tmp_path: Path, pair: tuple[MirrorConfig, str], kafka_cluster_c: LocalClusters
+) -> None:
+    config, group = pair
+    first = config.flow("A->B")
+    other_a = _renamed(tmp_path, kafka_cluster_c, "other-a", {"A": "C", "B": "B"}, first)
+    other_b = _renamed(tmp_path, kafka_cluster_c, "other-b", {"A": "A", "B": "C"}, first)
+    options = FailoverOptions(config=str(config.path), primary="A", dr="B", groups=group, restart=True)
+    try:
+        report = run_failover(options, steps=[("pause_flow", pause_flow)])
+        assert [(s["name"], s["status"]) for s in report["steps"]] == [("pause_flow", DONE)]
+
+        assert "paused by a failover A->B" in str(_paused(first))
+        assert _paused(other_a) is None and _paused(other_b) is None
+        # `mirrorflow run` from anywhere: pair 1's flow is skipped, pair 2's runs.
+        skipped = mirrorflow(tmp_path / "m1", "run", str(config.path), "--once", "--no-copy", "--flow", "A->B")
+        assert skipped.returncode == 0 and "skipped: flow A->B is paused by a failover A->B" in skipped.stderr
+        other_path = tmp_path / "other-a.properties"
+        ran = mirrorflow(tmp_path / "m2", "run", str(other_path), "--once", "--no-copy", "--flow", "A->B")
+        assert ran.returncode == 0 and "paused" not in ran.stderr, ran.stderr[-2000:]
+
+        # Pair 1's runbook resumes (its step is done); pair 2's, on the same B, is a runbook of its own.
+        again = run_failover(replace(options, restart=False), steps=[("pause_flow", pause_flow)])
+        assert [s["attempts"] for s in again["steps"]] == [1]
+        theirs = run_failover(replace(options, config=str(other_path)), steps=[("pause_flow", pause_flow)])
+        assert [(s["status"], s["attempts"]) for s in theirs["steps"]] == [(DONE, 1)]
+        assert "paused" in str(_paused(other_a)) and "paused" in str(_paused(first))
+        ours, theirs_id = _source_id(first), _source_id(other_a)
+        runbooks = runbook_records(first)
+        sources = {k[5] for k in runbooks if k[:4] == ("runbook", "failover", "A", "B") and k[6] == ""}
+        assert ours != theirs_id and {ours, theirs_id} <= sources, "two runbooks, one per pair"
+    finally:
+        unpause_all(other_a)
+
+
+def _source_id(flow: Flow) -> str | None:
+    with FlowClients(flow) as clients:
+        return flow_clusters(flow, clients, target_required=True)[flow.source]
+
+
+def test_a_fenced_writer_cannot_overwrite_the_state_of_the_process_that_took_over(
+    pair: tuple[MirrorConfig, str],
+) -> None:
+    """Two processes on one runbook (a zombie Airflow task and its retry): the newer fences the older, whose next
+    write fails and leaves the newer state in place. Interleaved by hand, no timing."""
+    config, _ = pair
+    flow = config.flow("A->B")
+    key = {"direction": "failover", "run": uuid.uuid4().hex}
+    with FlowClients(flow) as older_clients, FlowClients(flow) as newer_clients:
+        clusters = flow_clusters(flow, older_clients, target_required=True)
+        runbook = RunbookId("failover", "A", "B", str(clusters["B"]), str(clusters["A"]), key["run"])
+        older = KafkaStateStore(flow, older_clients, runbook, clusters)
+        newer = KafkaStateStore(flow, newer_clients, runbook, clusters)
+        with older.locked():
+            state = older.open(key, ["preflight", "fence"], restart=False)
+            state.step("preflight").status = DONE
+            older.save(state)
+            with newer.locked():  # takes over: the older writer is fenced
+                taken = newer.open(key, ["preflight", "fence"], restart=False)
+                assert taken.step("preflight").status == DONE, "the newer process reads the older one's writes"
+                taken.step("fence").status = DONE
+                newer.save(taken)
+                state.step("fence").status = "failed"
+                with pytest.raises(RunbookFenced, match="another process took over this runbook"):
+                    older.save(state)
+        stored = newer.load()
+    assert stored is not None
+    assert {s.name: s.status for s in stored.steps.values()} == {"preflight": DONE, "fence": DONE}
+
+
+def test_finished_dag_runs_are_pruned_to_a_bound(
+    pair: tuple[MirrorConfig, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One record per runbook, and of the finished DAG runs of a direction and pair only the newest are kept."""
+    from mirrorflow.replication.failover import kafka_state
+
+    monkeypatch.setattr(kafka_state, "KEPT_RUNS", 2)
+    config, _ = pair
+    flow = config.flow("A->B")
+    pair_name = uuid.uuid4().hex[:8]  # a pair of aliases of this test only: other tests' runbooks stay out
+    with FlowClients(flow) as clients:
+        clusters = flow_clusters(flow, clients, target_required=True)
+
+        def finish(run: str) -> None:
+            runbook = RunbookId("failover", f"P{pair_name}", f"D{pair_name}", str(clusters["B"]), "", run)
+            store = KafkaStateStore(flow, clients, runbook, clusters)
+            with store.locked():
+                state = store.open({"run": run}, ["preflight"], restart=False)
+                state.step("preflight").status = DONE
+                store.save(state)
+                store.save(state)  # overwritten, not appended: still one runbook
+
+        for run in ("r1", "r2", "r3"):
+            finish(run)
+    runs = sorted(k[6] for k in runbook_records(flow) if k[0] == "runbook" and k[2] == f"P{pair_name}")
+    assert runs == ["r2", "r3"], "r1 was pruned when r3 started; r2 is the newest finished one besides it"
+
+
+def test_a_failback_keeps_its_state_on_the_primary_and_pauses_only_the_reverse_flow(
+    write_config: Callable[..., MirrorConfig], kafka: KafkaKit
+) -> None:
+    """Roles swapped: clients move back to A, so the runbook and the marker of B->A live in A's runbook topic."""
+    topic = kafka.topic("rbback")
+    config = write_config(f"A->B.enabled = true\nA->B.topics = {topic}\nB->A.enabled = true\nB->A.topics = {topic}\n")
+    options = FailoverOptions(config=str(config.path), primary="A", dr="B", direction="failback", restart=True)
+    try:
+        report = run_failover(options, steps=[("pause_flow", pause_flow)])
+        assert report["state_dir"].startswith("topic mirrorflow-runbook.internal on 'A'")
+        assert "paused by a failback B->A" in str(_paused(config.flow("B->A")))
+        assert _paused(config.flow("A->B")) is None
+    finally:
+        unpause_all(config.flow("B->A"))
+
+
+def test_a_state_too_large_for_the_topic_says_how_to_fix_it(pair: tuple[MirrorConfig, str]) -> None:
+    config, _ = pair
+    flow = config.flow("A->B")
+    with FlowClients(flow) as clients:
+        clusters = flow_clusters(flow, clients, target_required=True)
+        runbook = RunbookId("failover", "A", "B", str(clusters["B"]), str(clusters["A"]), uuid.uuid4().hex)
+        store = KafkaStateStore(flow, clients, runbook, clusters)
+        with store.locked():
+            state = store.open({"run": runbook.run}, ["drain"], restart=False)
+            store.save(state)
+            state.step("drain").status = DONE
+            state.step("drain").result = {"noise": os.urandom(1_500_000).hex()}  # ~1.5 MB after gzip
+            with pytest.raises(MirrorflowError, match=r"raise the topic's max\.message\.bytes"):
+                store.save(state)
+        stored = store.load()
+    assert stored is not None and stored.step("drain").status == "pending", "the refused write left nothing"
