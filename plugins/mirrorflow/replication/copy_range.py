@@ -80,7 +80,13 @@ def copy_range(
     """Copy records of one partition until `task.end` (interval), `task.run_seconds` (continuous) or `stop`."""
     with ThreadPoolExecutor(max_workers=3, thread_name_prefix="copy-setup") as pool:
         bounds = pool.submit(
-            partition_bounds, task.source, task.source_consumer, task.topic, task.partition, timeout_s=task.timeout_s
+            partition_bounds,
+            task.source,
+            task.source_consumer,
+            task.topic,
+            task.partition,
+            timeout_s=task.timeout_s,
+            stable=task.start_at_latest and task.read_committed,
         )
         metric_bytes = pool.submit(load_metric_bytes, task)
         # Fencing first: the progress and map read below are final only once no older writer can commit.
@@ -95,12 +101,15 @@ def copy_range(
             stored_progress = pool.submit(load_progress, task)
             stored = load_segments(task)
             progress = stored_progress.result()
-            log_start, log_end = bounds.result()
+            found = bounds.result()
             bytes_before = metric_bytes.result()
         except BaseException:
             writer.close()
             raise
-    return _copy(task, writer, progress, stored, log_start, log_end, bytes_before, on_batch, stop)
+    # A resume compares with the true log end (the high watermark); a first start "at latest" begins where the
+    # reader's isolation puts the latest record (a read_committed reader: the last stable offset).
+    log_end = found.last_stable if progress is None else found.high_watermark
+    return _copy(task, writer, progress, stored, found.log_start, log_end, bytes_before, on_batch, stop)
 
 
 def _copy(
@@ -144,7 +153,7 @@ def _copy(
             task.topic,
             task.partition,
             start,
-            read_committed=task.exactly_once,
+            read_committed=task.read_committed,
             tuning=buffer_settings(task)[1],
         )
         provenance = (task.source, task.target) if task.provenance else None
