@@ -15,6 +15,7 @@ from mirrorflow.core.offset_map import offset_map_topic
 from mirrorflow.core.progress import progress_topic
 from mirrorflow.kafka.clients import admin_client
 from mirrorflow.kafka.offsets import list_offsets
+from mirrorflow.kafka.topics import max_message_bytes
 from mirrorflow.replication.copy_task import CopyResult, CopyTask
 from mirrorflow.replication.discovery import FlowPlan
 from mirrorflow.replication.metrics import metrics_topic
@@ -73,6 +74,10 @@ def plan_copy(
             read_committed=read_committed,
             timeout_s=flow.admin_timeout_ms / 1000,
         )
+    # One describe per run, so each writer can take records as large as its remote topic accepts.
+    size_limits = max_message_bytes(
+        admin_client(flow.target_admin.librdkafka()), [t.remote_topic for t in topics], flow.admin_timeout_ms / 1000
+    )
     sep = internal_separator(flow)
     policy = flow.policy()
     syncs_on_target = flow.offset_syncs_topic_location == "target"
@@ -97,6 +102,7 @@ def plan_copy(
                     run_seconds=None if interval else run_seconds,
                     exactly_once=exactly_once,
                     read_committed=read_committed,
+                    max_message_bytes=size_limits.get(t.remote_topic),
                     start_at_latest=source_consumer.get("auto.offset.reset", "earliest") == "latest",
                     transactional_id=transactional_id(flow, t.topic, p),
                     progress_topic=progress_topic(flow.source, sep),

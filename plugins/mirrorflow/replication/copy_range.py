@@ -96,6 +96,7 @@ def copy_range(
             transactional_id=task.transactional_id if task.exactly_once else None,
             timeout_s=task.timeout_s,
             tuning=buffer_settings(task)[2],
+            max_message_bytes=task.max_message_bytes,
         )
         try:
             stored_progress = pool.submit(load_progress, task)
