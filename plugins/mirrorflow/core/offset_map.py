@@ -473,6 +473,19 @@ class OffsetMap:
         return m
 
     # ---- MM2 offset syncs -------------------------------------------------------------------------------
+    def last_copied(self) -> tuple[int, int] | None:
+        """(upstream, downstream) of the newest copied record: the pair of the "latest position" offset sync."""
+        if not self._us:
+            return None
+        return self._us[-1] + self._ns[-1] - 1, self._ds[-1] + self._ns[-1] - 1
+
+    def resync_after(self, upstream: int, downstream: int) -> None:
+        """Consider the records after the sync (upstream, downstream) not synced yet, as if that sync were the
+        last one written: the next `offset_syncs` call recomputes the syncs that followed it (to rewrite syncs
+        an outage lost). A restored map otherwise counts its whole history as synced."""
+        self._sync_next = upstream + 1
+        self._sync_last_down = downstream
+
     def offset_syncs(self, offset_lag_max: int, *, flush_latest: bool = False) -> list[tuple[int, int]]:
         """MM2 offset syncs (upstream, downstream) for records recorded since the previous call.
 
