@@ -17,9 +17,12 @@ def read_tail(
 ) -> list[tuple[bytes | None, bytes | None]]:
     """(key, value) of the last `count` records below the high watermark, oldest first (read_uncommitted: for
     non-transactional topics); empty when the topic is absent or empty."""
-    reader = make_consumer(
-        conf, **{"enable.partition.eof": True, "isolation.level": "read_uncommitted", "fetch.wait.max.ms": 50}
-    )
+    settings: dict[str, str | int | bool] = {
+        "enable.partition.eof": True,
+        "isolation.level": "read_uncommitted",
+        "fetch.wait.max.ms": 50,
+    }
+    reader = make_consumer(conf, **settings)
     tp = TopicPartition(topic, partition)
     try:
         metadata = reader.list_topics(topic, timeout=timeout_s).topics.get(topic)

@@ -2,7 +2,8 @@
 
 A range is never split across tasks, so per-partition order holds whatever Spark does. The end offset of an
 interval run is the source end seen now (the last stable offset when the copy reads read_committed, as it does
-unless an at-least-once flow asks for read_uncommitted, so that the reader can reach it); resume points are not decided here but by each task after it has fenced older attempts.
+unless an at-least-once flow asks for read_uncommitted, so that the reader can reach it); resume points are not
+decided here but by each task after it has fenced older attempts.
 """
 
 from __future__ import annotations

@@ -20,8 +20,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from confluent_kafka import KafkaError
-
 from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.core.offset_map import OffsetMap
 from mirrorflow.core.offset_sync import OffsetSync
@@ -82,7 +80,7 @@ class OffsetSyncWriter:
         )
         self._failures: list[str] = []
 
-    def _delivered(self, err: KafkaError | None, _msg: Message) -> None:
+    def _delivered(self, err: object | None, _msg: Message) -> None:
         if err is not None:
             self._failures.append(str(err))
 
