@@ -287,8 +287,9 @@ def _copy(
             due = time.monotonic() >= next_publish
             if due:
                 next_publish = time.monotonic() + PUBLISH_INTERVAL_S
+            pending_syncs = held_syncs + offset_map.offset_syncs(lag, flush_latest=due)
             if syncs is not None:
-                result.offset_syncs += syncs.send(held_syncs + offset_map.offset_syncs(lag, flush_latest=due))
+                result.offset_syncs += syncs.send(pending_syncs)
             held_syncs = []
             if metrics is not None:
                 metrics[0].record_batch(
@@ -307,8 +308,9 @@ def _copy(
             if on_batch is not None:
                 on_batch(result)
         # The run ends: the newest position gets its offset sync and the metrics their last snapshot.
+        pending_syncs = held_syncs + offset_map.offset_syncs(lag, flush_latest=True)
         if syncs is not None:
-            result.offset_syncs += syncs.send(held_syncs + offset_map.offset_syncs(lag, flush_latest=True))
+            result.offset_syncs += syncs.send(pending_syncs)
             syncs.flush(committed_to)
         if metrics is not None and unpublished:
             _publish(metrics)
