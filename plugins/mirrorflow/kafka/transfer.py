@@ -23,14 +23,11 @@ from mirrorflow.core.transforms import TransformChain, TransformError, dead_lett
 from mirrorflow.kafka.clients import consumer as make_consumer
 from mirrorflow.kafka.clients import producer as make_producer
 from mirrorflow.kafka.errors import KafkaOperationError, error_code
+from mirrorflow.kafka.record_size import BROKER_TOO_LARGE_HINT, size_advice
 
 Message = Any  # confluent_kafka.Message; kept opaque above this layer.
 PARTITION_EOF = KafkaError._PARTITION_EOF
 TOO_LARGE = KafkaError.MSG_SIZE_TOO_LARGE
-BROKER_TOO_LARGE_HINT = (
-    "a record is larger than the remote topic accepts: raise the topic's max.message.bytes on the target "
-    "(config sync copies the source topic's value unless config.properties.exclude skips it)"
-)
 
 # One partition per reader: librdkafka's 1 MiB per-partition fetch caps a fetch round trip at ~1000 records of
 # 1 KiB; 8 MiB keeps the prefetch queue full. Short fetch waits bound the latency of a caught-up copy.
@@ -165,7 +162,8 @@ class TargetWriter:
         self.transactional = transactional_id is not None
         self._operator_cap = "message.max.bytes" in conf
         self._topic_limit = max_message_bytes
-        sized = {"message.max.bytes": max(max_message_bytes, 1000)} if max_message_bytes else {}
+        # librdkafka accepts 1000..1000000000; a topic may allow up to 2^31-1.
+        sized = {"message.max.bytes": min(max(max_message_bytes, 1000), 1_000_000_000)} if max_message_bytes else {}
         settings: dict[str, str | int | bool] = {
             **tuned(conf, {**WRITER_DEFAULTS, **(tuning or {}), **sized}),
             "enable.idempotence": True,
@@ -317,18 +315,7 @@ class TargetWriter:
         if error_code(err) != TOO_LARGE:
             return KafkaOperationError(self.cluster, f"producing to {topic}-{partition}", err)
         size = len(key or b"") + len(value or b"")
-        if self._operator_cap:
-            advice = (
-                f"the limit is set by `{self.cluster}.producer.max.request.size` (librdkafka `message.max.bytes`): "
-                f"raise it above {size}, or remove it so the copy follows the topic's max.message.bytes"
-            )
-        elif self._topic_limit is not None:
-            advice = f"the remote topic's max.message.bytes is {self._topic_limit}: {BROKER_TOO_LARGE_HINT}"
-        else:
-            advice = (
-                "the remote topic's max.message.bytes could not be read, so librdkafka's 1 MB default applies: set "
-                f"`{self.cluster}.producer.max.request.size` above {size}"
-            )
+        advice = size_advice(self.cluster, size, operator_cap=self._operator_cap, topic_limit=self._topic_limit)
         return KafkaOperationError(
             self.cluster, f"producing a record of {size} bytes to {topic}-{partition} ({advice})", err
         )
