@@ -92,7 +92,7 @@ def test_custom_separator() -> None:
         "mm2-dlq__A__internal",
         "mm2-offset-syncs_B_internal",
         "mm2-configs.A.internal",
-        "A_checkpoints_internal",
+        "A.checkpoints.internal",
         "B.mirrorflow-metrics.A.internal",
         "C.B.mirrorflow.bootstrap",
         "B.mm2-offset-syncs.C.internal",
@@ -103,7 +103,9 @@ def test_internal_topic_names_are_never_replicated(topic: str) -> None:
         assert is_never_replicated(topic, policy=policy), (topic, policy)
 
 
-@pytest.mark.parametrize("topic", ["mirrorflow-orders", "orders.internal", "heartbeats", "B.heartbeats", "x"])
+@pytest.mark.parametrize(
+    "topic", ["mirrorflow-orders", "orders.internal", "orders-checkpoints-internal", "heartbeats", "B.heartbeats", "x"]
+)
 def test_user_topics_and_heartbeats_stay_replicable(topic: str) -> None:
     assert not is_never_replicated(topic, policy=DefaultReplicationPolicy())
 

@@ -23,10 +23,10 @@ from mirrorflow.core.topic_filter import TopicFilter
 # Mirrorflow's own topics: progress, offset map and metrics (`mirrorflow-<what><I><alias><I>internal` for any
 # separator I) and the failover's bootstrap redirect topic (`mirrorflow.bootstrap`, one per cluster).
 MIRRORFLOW_PREFIX = "mirrorflow"
-# MM2's: Connect's configs/offsets/status, offset syncs, the dead-letter queue (`mm2-dlq.<alias>.internal`)
-# and checkpoints, under any separator. `heartbeats` is not internal: MM2 replicates it on purpose.
+# MM2's `mm2*internal` (Connect's configs/offsets/status, offset syncs, the dead-letter queue
+# `mm2-dlq.<alias>.internal`) under any separator; its checkpoints topics are recognised by the policies.
+# `heartbeats` is not internal: MM2 replicates it on purpose.
 MM2_PREFIX = "mm2"
-CHECKPOINTS_SUFFIX = "checkpoints"
 
 
 def _is_internal_name(topic: str, policy: ReplicationPolicy) -> bool:
@@ -35,7 +35,7 @@ def _is_internal_name(topic: str, policy: ReplicationPolicy) -> bool:
     if not topic.endswith("internal") or topic == "internal":
         return False
     stem = topic[: -len("internal")]  # ends with the internal separator, whatever it is
-    return stem.startswith((MIRRORFLOW_PREFIX, MM2_PREFIX)) or stem.rstrip("._-").endswith(CHECKPOINTS_SUFFIX)
+    return stem.startswith((MIRRORFLOW_PREFIX, MM2_PREFIX))
 
 
 def is_never_replicated(topic: str, *, policy: ReplicationPolicy) -> bool:
