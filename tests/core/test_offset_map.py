@@ -608,6 +608,25 @@ def test_offset_syncs_after_restore_start_with_the_first_new_record() -> None:
     assert m.offset_syncs(100) == [(10, 10)]
 
 
+def test_resync_after_recomputes_the_syncs_that_followed_a_lost_one() -> None:
+    """What an outage lost after the sync (99, 99): a restored map recomputes exactly the syncs the
+    uninterrupted map emitted after it, and its newest copied record."""
+    live = OffsetMap()
+    live.record_run(0, 0, 100)
+    assert live.offset_syncs(40, flush_latest=True) == [(0, 0), (41, 41), (82, 82), (99, 99)]
+    live.record_run(100, 101, 150)  # a new segment (a commit marker at 100)
+    lost = live.offset_syncs(40, flush_latest=True)
+    restored = OffsetMap.restore(live.segments(), next_upstream=250, downstream_end=251)
+    assert restored.last_copied() == (249, 250) and restored.offset_syncs(40) == []
+    restored.resync_after(99, 99)
+    assert (
+        restored.offset_syncs(40, flush_latest=True)
+        == lost
+        == [(100, 101), (141, 142), (182, 183), (223, 224), (249, 250)]
+    )
+    assert OffsetMap().last_copied() is None
+
+
 def test_segment_wire_format() -> None:
     key, value = encode_segment("orders", 3, Segment(1234, 1199, 7))
     assert key.hex() == "00066f726465727300000003" + "00000000000004d2"

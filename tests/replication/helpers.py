@@ -4,9 +4,12 @@ code under test (only the record codecs are shared), so a test compares the copy
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
@@ -19,6 +22,7 @@ from mirrorflow.core.progress import Progress, decode_progress
 from mirrorflow.kafka.compacted_log import read_to_end
 from mirrorflow.kafka.topics import create_compacted_topic
 from mirrorflow.local.cluster import LocalClusters
+from mirrorflow.local.runtime import kafka_runtime
 from mirrorflow.replication.copy_plan import SourcePartitions, plan_copy
 from mirrorflow.replication.copy_range import copy_range
 from mirrorflow.replication.copy_task import CopyTask
@@ -175,3 +179,12 @@ def copied_pairs(consumer: Callable[..., Consumer], topic: str) -> list[tuple[in
     committed = {"isolation.level": "read_committed"}
     target = {m.value(): m.offset() for m in read_partition(consumer("B", committed), f"A.{topic}")}
     return [(m.offset(), target[m.value()]) for m in read_partition(consumer("A", committed), topic)]
+
+
+def compile_java_probe(source: Path, classes: Path) -> str:
+    """Compile a probe of tests/fixtures/java against the pinned Kafka jars; the classpath to run it with."""
+    javac = shutil.which("javac")
+    assert javac, "javac (JDK 17+) must be on PATH for the MM2 compatibility tests"
+    jars = f"{kafka_runtime().lib_dir}/*"
+    subprocess.run([javac, "-d", str(classes), "-cp", jars, str(source)], check=True, timeout=120)
+    return f"{classes}:{jars}"

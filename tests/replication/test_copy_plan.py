@@ -9,7 +9,7 @@ import pytest
 from mirrorflow.kafka.transfer import READER_DEFAULTS, WRITER_DEFAULTS, tuned
 from mirrorflow.replication import copy_group
 from mirrorflow.replication.copy_group import TASK_MEMORY_BYTES
-from mirrorflow.replication.copy_plan import spread
+from mirrorflow.replication.copy_plan import reads_committed, spread
 from mirrorflow.replication.copy_task import CopyTask, buffer_settings
 
 MIB = 1024 * 1024
@@ -102,3 +102,19 @@ def test_copy_ranges_divides_the_task_budget_among_its_ranges(monkeypatch: pytes
     seen.clear()
     copy_group.copy_ranges(ranges(1))
     assert seen == [BASE.memory_bytes]
+
+
+@pytest.mark.parametrize(
+    ("exactly_once", "isolation", "committed"),
+    [
+        (True, None, True),
+        (True, "read_uncommitted", True),  # a transaction on the target cannot make an aborted record right
+        (False, None, True),  # at-least-once never copies aborted source records by default
+        (False, "read_committed", True),
+        (False, "read_uncommitted", False),  # the operator's explicit choice, as MM2 honours it
+        (False, " READ_UNCOMMITTED ", False),
+    ],
+)
+def test_source_isolation(exactly_once: bool, isolation: str | None, committed: bool) -> None:
+    conf = {} if isolation is None else {"isolation.level": isolation}
+    assert reads_committed(exactly_once, conf) is committed

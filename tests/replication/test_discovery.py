@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
+
 from mirrorflow.config.model import Flow
+from mirrorflow.core.replication_policy import DefaultReplicationPolicy, IdentityReplicationPolicy
+from mirrorflow.core.topic_selection import is_never_replicated
 from mirrorflow.replication.discovery import TopicPlan, plan_topics
-from mirrorflow.replication.flow_rules import FlowRules, is_mirrorflow_internal_topic
+from mirrorflow.replication.flow_rules import FlowRules
 
 
 def rules(source: str = "A", target: str = "B", **fields: object) -> FlowRules:
@@ -77,10 +81,33 @@ def test_custom_separator() -> None:
     assert plan.topics == (TopicPlan("orders", "A__orders", 1, 1, "none"),)
 
 
-def test_mirrorflow_internal_topic_names() -> None:
-    assert is_mirrorflow_internal_topic("mirrorflow-progress.A.internal")
-    assert is_mirrorflow_internal_topic("mirrorflow-offset-map__A__internal")
-    assert not is_mirrorflow_internal_topic("mirrorflow-orders")
+@pytest.mark.parametrize(
+    "topic",
+    [
+        "mirrorflow-progress.A.internal",
+        "mirrorflow-offset-map__A__internal",
+        "mirrorflow-metrics.A.internal",
+        "mirrorflow.bootstrap",
+        "mm2-dlq.A.internal",
+        "mm2-dlq__A__internal",
+        "mm2-offset-syncs_B_internal",
+        "mm2-configs.A.internal",
+        "A.checkpoints.internal",
+        "B.mirrorflow-metrics.A.internal",
+        "C.B.mirrorflow.bootstrap",
+        "B.mm2-offset-syncs.C.internal",
+    ],
+)
+def test_internal_topic_names_are_never_replicated(topic: str) -> None:
+    for policy in (DefaultReplicationPolicy(), IdentityReplicationPolicy(source_cluster_alias="A")):
+        assert is_never_replicated(topic, policy=policy), (topic, policy)
+
+
+@pytest.mark.parametrize(
+    "topic", ["mirrorflow-orders", "orders.internal", "orders-checkpoints-internal", "heartbeats", "B.heartbeats", "x"]
+)
+def test_user_topics_and_heartbeats_stay_replicable(topic: str) -> None:
+    assert not is_never_replicated(topic, policy=DefaultReplicationPolicy())
 
 
 def test_mirrorflow_bookkeeping_is_never_replicated_even_if_the_filter_allows_it() -> None:

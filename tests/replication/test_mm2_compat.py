@@ -27,7 +27,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from tests.kafka_helpers import read_contents
-from tests.replication.helpers import commit_offsets
+from tests.replication.helpers import commit_offsets, compile_java_probe
 
 from mirrorflow.config.loader import load_config
 from mirrorflow.config.model import Flow
@@ -224,12 +224,7 @@ def scenario(kafka_clusters: LocalClusters, tmp_path_factory: pytest.TempPathFac
 
 @pytest.fixture(scope="module")
 def probe_classpath(tmp_path_factory: pytest.TempPathFactory) -> str:
-    javac = shutil.which("javac")
-    assert javac, "javac (JDK 17+) must be on PATH for the MM2 compatibility tests"
-    jars = f"{kafka_runtime().lib_dir}/*"
-    classes = tmp_path_factory.mktemp("rcu-probe")
-    subprocess.run([javac, "-d", str(classes), "-cp", jars, str(PROBE)], check=True, timeout=120)
-    return f"{classes}:{jars}"
+    return compile_java_probe(PROBE, tmp_path_factory.mktemp("rcu-probe"))
 
 
 def java_translate(

@@ -457,6 +457,22 @@ class OffsetMap:
         return m
 
     # ---- MM2 offset syncs -------------------------------------------------------------------------------
+    def last_copied(self) -> tuple[int, int] | None:
+        """(upstream, downstream) of the newest copied record: the pair of the "latest position" offset sync.
+        None when nothing was copied or the newest run is thinned (its last pair is not known exactly)."""
+        runs = self._runs
+        n = len(runs)
+        if not n or not runs.exact(n - 1):
+            return None
+        return runs.up_end(n - 1) - 1, runs.down_end(n - 1) - 1
+
+    def resync_after(self, upstream: int, downstream: int) -> None:
+        """Consider the records after the sync (upstream, downstream) not synced yet, as if that sync were the
+        last one written: the next `offset_syncs` call recomputes the syncs that followed it (to rewrite syncs
+        an outage lost) from the exact runs. A restored map otherwise counts its whole history as synced."""
+        self._store.sync_next = upstream + 1
+        self._store.sync_last_down = downstream
+
     def offset_syncs(self, offset_lag_max: int, *, flush_latest: bool = False) -> list[tuple[int, int]]:
         """MM2 offset syncs (upstream, downstream) for records recorded since the previous call.
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
@@ -36,11 +37,34 @@ def list_offsets(
     return found
 
 
+@dataclass(frozen=True)
+class PartitionBounds:
+    """A source partition's log start, its high watermark (the true log end: nothing was ever written at or
+    beyond it), and where a read_committed reader's "latest" is (the last stable offset; the high watermark
+    when it was not asked for)."""
+
+    log_start: int
+    high_watermark: int
+    last_stable: int
+
+
 def partition_bounds(
-    cluster: str, conf: Mapping[str, str], topic: str, partition: int, *, timeout_s: float
+    cluster: str, conf: Mapping[str, str], topic: str, partition: int, *, timeout_s: float, stable: bool = False
+) -> PartitionBounds:
+    """The bounds of one partition, through consumers so executors need no admin client.
+
+    The high watermark is read with read_uncommitted whatever `conf` says: librdkafka's consumers default to
+    read_committed, whose "high" is the last stable offset, and a copy that read past an open transaction
+    would take that for a truncated log. `stable` also reads the last stable offset (one more round trip)."""
+    low, high = _watermarks(cluster, conf, topic, partition, timeout_s, "read_uncommitted")
+    last_stable = _watermarks(cluster, conf, topic, partition, timeout_s, "read_committed")[1] if stable else high
+    return PartitionBounds(low, high, last_stable)
+
+
+def _watermarks(
+    cluster: str, conf: Mapping[str, str], topic: str, partition: int, timeout_s: float, isolation: str
 ) -> tuple[int, int]:
-    """(log start, high watermark) of one partition, through a consumer so executors need no admin client."""
-    reader = make_consumer(conf)
+    reader = make_consumer(conf, **{"isolation.level": isolation})
     try:
         low, high = reader.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout_s, cached=False)
     except KafkaException as err:

@@ -187,6 +187,23 @@ def describe_topic_configs(
     return described
 
 
+def max_message_bytes(admin: AdminClient, topics: Sequence[str], timeout_s: float) -> dict[str, int]:
+    """Each topic's effective `max.message.bytes` (its own, else the broker's `message.max.bytes`); a topic
+    that cannot be described (not created yet, not authorised) is left out: its writer keeps the default."""
+    if not topics:
+        return {}
+    futures = admin.describe_configs([ConfigResource(ResourceType.TOPIC, t) for t in topics], request_timeout=timeout_s)
+    found: dict[str, int] = {}
+    for resource, future in futures.items():
+        try:
+            entry = future.result().get("max.message.bytes")
+        except KafkaException:
+            continue
+        if entry is not None and entry.value is not None and entry.value.isdigit():
+            found[resource.name] = int(entry.value)
+    return found
+
+
 def _source_name(source: object) -> str:
     """Kafka's ConfigSource name; describe results carry the enum's int value, not the enum."""
     if isinstance(source, ConfigSource):

@@ -22,10 +22,12 @@ from mirrorflow.core.provenance import should_drop, with_origin
 from mirrorflow.core.transforms import TransformChain, TransformError, dead_letter_headers
 from mirrorflow.kafka.clients import consumer as make_consumer
 from mirrorflow.kafka.clients import producer as make_producer
-from mirrorflow.kafka.errors import KafkaOperationError
+from mirrorflow.kafka.errors import KafkaOperationError, error_code
+from mirrorflow.kafka.record_size import BROKER_TOO_LARGE_HINT, size_advice
 
 Message = Any  # confluent_kafka.Message; kept opaque above this layer.
 PARTITION_EOF = KafkaError._PARTITION_EOF
+TOO_LARGE = KafkaError.MSG_SIZE_TOO_LARGE
 
 # One partition per reader: librdkafka's 1 MiB per-partition fetch caps a fetch round trip at ~1000 records of
 # 1 KiB; 8 MiB keeps the prefetch queue full. Short fetch waits bound the latency of a caught-up copy.
@@ -81,7 +83,7 @@ class Batch:
             if err is None:
                 record(msg.offset())
             else:
-                errors(str(err))
+                errors(f"{err} ({BROKER_TOO_LARGE_HINT})" if err.code() == TOO_LARGE else str(err))
 
         self.on_delivery = on_delivery
 
@@ -151,12 +153,19 @@ class TargetWriter:
         timeout_s: float,
         overrides: Mapping[str, str | int] | None = None,
         tuning: Mapping[str, str | int] | None = None,
+        max_message_bytes: int | None = None,
     ) -> None:
+        """`max_message_bytes`: the remote topic's `max.message.bytes`, which librdkafka's `message.max.bytes`
+        (1 MB by default, checked when a record is produced) follows unless the operator's `conf` sets it."""
         self.cluster = cluster
         self.timeout_s = timeout_s
         self.transactional = transactional_id is not None
+        self._operator_cap = "message.max.bytes" in conf
+        self._topic_limit = max_message_bytes
+        # librdkafka accepts 1000..1000000000; a topic may allow up to 2^31-1.
+        sized = {"message.max.bytes": min(max(max_message_bytes, 1000), 1_000_000_000)} if max_message_bytes else {}
         settings: dict[str, str | int | bool] = {
-            **tuned(conf, {**WRITER_DEFAULTS, **(tuning or {})}),
+            **tuned(conf, {**WRITER_DEFAULTS, **(tuning or {}), **sized}),
             "enable.idempotence": True,
             "acks": "all",
             **(overrides or {}),
@@ -204,7 +213,7 @@ class TargetWriter:
                 # The local queue is full: serve delivery reports until there is room again.
                 self._producer.poll(0.1)
             except KafkaException as err:
-                raise KafkaOperationError(self.cluster, f"producing to {topic}-{partition}", err) from err
+                raise self._produce_error(err, topic, partition, key, value) from err
 
     def forward(
         self,
@@ -260,7 +269,7 @@ class TargetWriter:
             except BufferError:
                 self._produce_when_room(topic, partition, m, value, headers, on_delivery)
             except KafkaException as e:
-                raise KafkaOperationError(self.cluster, f"producing to {topic}-{partition}", e) from e
+                raise self._produce_error(e, topic, partition, m.key(), value) from e
             upstream(offset)
             ts_sum += ts
             if ts < oldest:
@@ -297,7 +306,19 @@ class TargetWriter:
             except BufferError:
                 continue
             except KafkaException as err:
-                raise KafkaOperationError(self.cluster, f"producing to {topic}-{partition}", err) from err
+                raise self._produce_error(err, topic, partition, m.key(), value) from err
+
+    def _produce_error(
+        self, err: KafkaException, topic: str, partition: int, key: bytes | None, value: bytes | None
+    ) -> KafkaOperationError:
+        """The error of a refused produce; a record above the producer's size limit says which key to raise."""
+        if error_code(err) != TOO_LARGE:
+            return KafkaOperationError(self.cluster, f"producing to {topic}-{partition}", err)
+        size = len(key or b"") + len(value or b"")
+        advice = size_advice(self.cluster, size, operator_cap=self._operator_cap, topic_limit=self._topic_limit)
+        return KafkaOperationError(
+            self.cluster, f"producing a record of {size} bytes to {topic}-{partition} ({advice})", err
+        )
 
     def poll(self) -> None:
         self._producer.poll(0)

@@ -1,8 +1,9 @@
 """Planning the copy on the driver: one `CopyTask` per replicated source partition.
 
 A range is never split across tasks, so per-partition order holds whatever Spark does. The end offset of an
-interval run is the source end seen now (the last stable offset in exactly-once mode, so that a read_committed
-reader can reach it); resume points are not decided here but by each task after it has fenced older attempts.
+interval run is the source end seen now (the last stable offset when the copy reads read_committed, as it does
+unless an at-least-once flow asks for read_uncommitted, so that the reader can reach it); resume points are not
+decided here but by each task after it has fenced older attempts.
 
 Topic identity is looked up here too: one DescribeTopics request per cluster and run gives every task the IDs of
 its source and remote topics, which its progress records. That is cheaper than a lookup per task (an admin
@@ -23,7 +24,7 @@ from mirrorflow.core.offset_map import offset_map_topic
 from mirrorflow.core.progress import progress_topic
 from mirrorflow.kafka.clients import admin_client
 from mirrorflow.kafka.offsets import list_offsets
-from mirrorflow.kafka.topics import topic_ids
+from mirrorflow.kafka.topics import max_message_bytes, topic_ids
 from mirrorflow.replication.copy_task import CopyResult, CopyTask
 from mirrorflow.replication.discovery import FlowPlan
 from mirrorflow.replication.metrics import metrics_topic
@@ -50,6 +51,17 @@ def transactional_id(flow: Flow, topic: str, partition: int) -> str:
     return f"mirrorflow|{flow.source}->{flow.target}|{topic}|{partition}"
 
 
+def reads_committed(exactly_once: bool, source_consumer: Mapping[str, str]) -> bool:
+    """The copy's source isolation. Exactly-once reads committed records only (a transaction on the target cannot
+    make an aborted source record right). At-least-once does too by default, so records of a source transaction
+    that later aborts never reach the target; `<source>.consumer.isolation.level = read_uncommitted` is honoured
+    there, as MM2 honours it: it copies every record written, aborted ones included, and copies records of open
+    transactions without waiting for their outcome."""
+    if exactly_once:
+        return True
+    return source_consumer.get("isolation.level", "read_committed").strip().lower() != "read_uncommitted"
+
+
 def plan_copy(
     flow: Flow,
     topics: list[SourcePartitions],
@@ -64,6 +76,8 @@ def plan_copy(
     exactly_once = flow.delivery == "exactly-once"
     if identities is None:
         identities = planned_identities(flow, topics)
+    source_consumer = flow.source_consumer.librdkafka()
+    read_committed = reads_committed(exactly_once, source_consumer)
     if interval and end_offsets is None:
         admin = admin_client(flow.source_admin.librdkafka())
         wanted = [(t.topic, p) for t in topics for p in range(t.partitions)]
@@ -72,9 +86,13 @@ def plan_copy(
             flow.source,
             wanted,
             latest=True,
-            read_committed=exactly_once,
+            read_committed=read_committed,
             timeout_s=flow.admin_timeout_ms / 1000,
         )
+    # One describe per run, so each writer can take records as large as its remote topic accepts.
+    size_limits = max_message_bytes(
+        admin_client(flow.target_admin.librdkafka()), [t.remote_topic for t in topics], flow.admin_timeout_ms / 1000
+    )
     sep = internal_separator(flow)
     policy = flow.policy()
     syncs_on_target = flow.offset_syncs_topic_location == "target"
@@ -82,7 +100,6 @@ def plan_copy(
     if flow.emit_offset_syncs_enabled:
         syncs_topic = policy.offset_syncs_topic(flow.source if syncs_on_target else flow.target)
     syncs_producer = (flow.target_producer if syncs_on_target else flow.source_producer).librdkafka()
-    source_consumer = flow.source_consumer.librdkafka()
     target_producer = flow.target_producer.librdkafka()
     target_consumer = flow.target_consumer.librdkafka()
     tasks = []
@@ -99,6 +116,8 @@ def plan_copy(
                     end=end_offsets[(t.topic, p)] if interval and end_offsets is not None else None,
                     run_seconds=None if interval else run_seconds,
                     exactly_once=exactly_once,
+                    read_committed=read_committed,
+                    max_message_bytes=size_limits.get(t.remote_topic),
                     start_at_latest=source_consumer.get("auto.offset.reset", "earliest") == "latest",
                     transactional_id=transactional_id(flow, t.topic, p),
                     progress_topic=progress_topic(flow.source, sep),

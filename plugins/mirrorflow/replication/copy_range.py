@@ -19,7 +19,8 @@ keeps up commits small transactions every few tens of milliseconds, so records a
 consumers quickly; one that is behind fills long transactions, which cost fewer commits per record.
 
 MM2 offset syncs are written after each commit by a separate, non-transactional producer (as MM2 does), at
-every segment start and whenever downstream drift reaches `offset.lag.max`.
+every segment start and whenever downstream drift reaches `offset.lag.max`; a run first rewrites syncs an
+earlier run lost, and fails clearly if its own are not all written (`offset_sync_writer`).
 
 The map forgets history below the source log start (retention, `delete_records`): at start and whenever the
 reader sees the log start move, segments wholly below it become tombstones in the next transaction, after
@@ -38,7 +39,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.core.offset_map import Segment
-from mirrorflow.core.offset_sync import OffsetSync
 from mirrorflow.core.progress import Progress
 from mirrorflow.kafka.metrics_store import MetricsPublisher
 from mirrorflow.kafka.offsets import partition_bounds
@@ -58,6 +58,7 @@ from mirrorflow.replication.copy_setup import (
 )
 from mirrorflow.replication.copy_task import CopyResult, CopyTask, buffer_settings
 from mirrorflow.replication.metrics import PartitionMetrics
+from mirrorflow.replication.offset_sync_writer import OffsetSyncWriter, newest_offset_sync
 
 log = logging.getLogger(__name__)
 
@@ -81,11 +82,18 @@ def copy_range(
     task: CopyTask, *, on_batch: Callable[[CopyResult], None] | None = None, stop: Stop | None = None
 ) -> CopyResult:
     """Copy records of one partition until `task.end` (interval), `task.run_seconds` (continuous) or `stop`."""
-    with ThreadPoolExecutor(max_workers=3, thread_name_prefix="copy-setup") as pool:
+    with ThreadPoolExecutor(max_workers=4, thread_name_prefix="copy-setup") as pool:
         bounds = pool.submit(
-            partition_bounds, task.source, task.source_consumer, task.topic, task.partition, timeout_s=task.timeout_s
+            partition_bounds,
+            task.source,
+            task.source_consumer,
+            task.topic,
+            task.partition,
+            timeout_s=task.timeout_s,
+            stable=task.start_at_latest and task.read_committed,
         )
         metric_bytes = pool.submit(load_metric_bytes, task)
+        newest_sync = pool.submit(newest_offset_sync, task)
         # Fencing first: the progress and map read below are final only once no older writer can commit.
         writer = TargetWriter(
             task.target,
@@ -93,17 +101,22 @@ def copy_range(
             transactional_id=task.transactional_id if task.exactly_once else None,
             timeout_s=task.timeout_s,
             tuning=buffer_settings(task)[2],
+            max_message_bytes=task.max_message_bytes,
         )
         try:
             stored_progress = pool.submit(load_progress, task)
             stored = load_segments(task)
             progress = stored_progress.result()
-            log_start, log_end = bounds.result()
+            found = bounds.result()
             bytes_before = metric_bytes.result()
+            synced = newest_sync.result()
         except BaseException:
             writer.close()
             raise
-    return _copy(task, writer, progress, stored, log_start, log_end, bytes_before, on_batch, stop)
+    # A resume compares with the true log end (the high watermark); a first start "at latest" begins where the
+    # reader's isolation puts the latest record (a read_committed reader: the last stable offset).
+    log_end = found.last_stable if progress is None else found.high_watermark
+    return _copy(task, writer, progress, stored, (found.log_start, log_end), synced, bytes_before, on_batch, stop)
 
 
 def _copy(
@@ -111,15 +124,16 @@ def _copy(
     writer: TargetWriter,
     progress: Progress | None,
     stored: list[Segment],
-    log_start: int,
-    log_end: int,
+    bounds: tuple[int, int],
+    synced: tuple[int, int] | None,
     bytes_before: int | None,
     on_batch: Callable[[CopyResult], None] | None,
     stop: Stop | None = None,
 ) -> CopyResult:
-    syncs_writer: TargetWriter | None = None
+    syncs: OffsetSyncWriter | None = None
     reader: PartitionReader | None = None
     metrics: tuple[PartitionMetrics, MetricsPublisher] | None = None
+    log_start, log_end = bounds
     try:
         source_id, remote_id = identity = check_identity(task, progress)
         start = resolve_start(task, progress, log_start, log_end)
@@ -128,28 +142,28 @@ def _copy(
         down_end = progress.downstream_end if progress else 0
         offset_map = restore_map(stored, progress, start)
         lag = task.offset_lag_max
+        healed = 0
+        if task.offset_syncs_topic is not None:
+            syncs = OffsetSyncWriter(task)
+            healed = syncs.heal(offset_map, synced, lag)  # before this run's syncs, and before pruning
         held_syncs = prune(offset_map, log_start, lag) or []
         prune_pending = bool(held_syncs) or bool(offset_map.unflushed().deletes)
         prune_pending = prune_pending or identity_upgrade_pending(progress, identity)  # commit once: record IDs
         seen_log_start = log_start
         result = CopyResult(task.topic, task.partition, task.remote_topic, start, start, down_end)
+        result.offset_syncs = healed
         if task.end is not None and start >= task.end and not prune_pending:
+            if syncs is not None:
+                syncs.flush(start)
             return result
         metrics = start_metrics(task, copied_before, bytes_before)
-        if task.offset_syncs_topic is not None:
-            syncs_writer = TargetWriter(
-                task.target if task.offset_syncs_on_target else task.source,
-                task.offset_syncs_producer,
-                transactional_id=None,
-                timeout_s=task.timeout_s,
-            )
         reader = PartitionReader(
             task.source,
             task.source_consumer,
             task.topic,
             task.partition,
             start,
-            read_committed=task.exactly_once,
+            read_committed=task.read_committed,
             tuning=buffer_settings(task)[1],
         )
         provenance = (task.source, task.target) if task.provenance else None
@@ -265,7 +279,9 @@ def _copy(
             due = time.monotonic() >= next_publish
             if due:
                 next_publish = time.monotonic() + PUBLISH_INTERVAL_S
-            _send_syncs(syncs_writer, task, held_syncs + offset_map.offset_syncs(lag, flush_latest=due), result)
+            pending_syncs = held_syncs + offset_map.offset_syncs(lag, flush_latest=due)
+            if syncs is not None:
+                result.offset_syncs += syncs.send(pending_syncs)
             held_syncs = []
             if metrics is not None:
                 metrics[0].record_batch(
@@ -284,9 +300,10 @@ def _copy(
             if on_batch is not None:
                 on_batch(result)
         # The run ends: the newest position gets its offset sync and the metrics their last snapshot.
-        _send_syncs(syncs_writer, task, held_syncs + offset_map.offset_syncs(lag, flush_latest=True), result)
-        if syncs_writer is not None:
-            syncs_writer.flush()
+        pending_syncs = held_syncs + offset_map.offset_syncs(lag, flush_latest=True)
+        if syncs is not None:
+            result.offset_syncs += syncs.send(pending_syncs)
+            syncs.flush(committed_to)
         if metrics is not None and unpublished:
             _publish(metrics)
         if chain is not None and (result.filtered or result.dead_lettered):
@@ -306,21 +323,10 @@ def _copy(
         if reader is not None:
             reader.close()
         writer.close()
-        if syncs_writer is not None:
-            syncs_writer.close()
+        if syncs is not None:
+            syncs.close()
         if metrics is not None:
             metrics[1].close()
-
-
-def _send_syncs(writer: TargetWriter | None, task: CopyTask, syncs: list[tuple[int, int]], result: CopyResult) -> None:
-    """MM2 offset syncs of committed records, fire-and-forget like MM2's (flushed when the run ends)."""
-    if writer is None or task.offset_syncs_topic is None:
-        return
-    for up, down in syncs:
-        sync = OffsetSync(task.topic, task.partition, up, down)
-        writer.produce(task.offset_syncs_topic, 0, sync.record_key(), sync.record_value())
-        result.offset_syncs += 1
-    writer.poll()
 
 
 def _publish(metrics: tuple[PartitionMetrics, MetricsPublisher]) -> None:

@@ -38,6 +38,12 @@ class CopyTask:
     batch_bytes: int = 64 * 1024 * 1024  # value bytes a transaction may hold, bounding a task's memory
     # The buffers of this range (see `buffer_settings`); `copy_ranges` divides a Spark task's budget among its ranges.
     memory_bytes: int = 256 * 1024 * 1024
+    # The source reader's isolation: always read_committed in exactly-once mode; at-least-once too unless the
+    # operator sets `<source>.consumer.isolation.level = read_uncommitted` (then aborted records are copied).
+    read_committed: bool = True
+    # The remote topic's `max.message.bytes` when the run was planned: the writer's librdkafka
+    # `message.max.bytes` follows it (None: unknown, librdkafka's 1 MB default), unless the operator sets it.
+    max_message_bytes: int | None = None
     metrics_topic: str | None = None  # MM2's per-partition metrics go here (best-effort); None: not recorded
     metrics_replication_factor: int = 1
     transforms: ChainSpec | None = None  # None (or no transforms): records are copied as read

@@ -2,8 +2,9 @@
 `shouldReplicateTopic` decision every step shares (discovery, ACL sync, the copy).
 
 One addition to MM2 (its own internal topics are protected by name; ours are not recognised by MM2's policy
-since Kafka 4.1, KAFKA-17200): Mirrorflow's progress and offset-map topics are never replicated, whatever the
-filter says, so a chain A->B->C does not copy A->B's bookkeeping into C.
+since Kafka 4.1, KAFKA-17200): Mirrorflow's and MM2's internal topics (progress, offset map, metrics, bootstrap
+redirect, offset syncs, checkpoints, dead-letter queue) are never replicated, whatever the filter or the policy
+class says (`topic_selection.is_never_replicated`), so a chain A->B->C does not copy A->B's bookkeeping into C.
 """
 
 from __future__ import annotations
@@ -14,14 +15,7 @@ from mirrorflow.config.model import Flow
 from mirrorflow.core.config_property_filter import ConfigPropertyFilter, DefaultConfigPropertyFilter
 from mirrorflow.core.replication_policy import DEFAULT_SEPARATOR, ReplicationPolicy
 from mirrorflow.core.topic_filter import DefaultTopicFilter, TopicFilter
-from mirrorflow.core.topic_selection import should_replicate_topic
-
-MIRRORFLOW_INTERNAL_PREFIXES = ("mirrorflow-progress", "mirrorflow-offset-map", "mirrorflow-runbook")
-
-
-def is_mirrorflow_internal_topic(topic: str) -> bool:
-    """Mirrorflow's own bookkeeping topics (`progress_topic`, `offset_map_topic`), whatever the separator."""
-    return topic.startswith(MIRRORFLOW_INTERNAL_PREFIXES) and topic.endswith("internal")
+from mirrorflow.core.topic_selection import is_never_replicated, should_replicate_topic
 
 
 @dataclass(frozen=True)
@@ -51,7 +45,7 @@ class FlowRules:
 
     def should_replicate_topic(self, topic: str) -> bool:
         """MM2's `shouldReplicateTopic` (filter or heartbeats, not internal, not a cycle), minus our own topics."""
-        return not is_mirrorflow_internal_topic(topic) and should_replicate_topic(
+        return not is_never_replicated(topic, policy=self.policy) and should_replicate_topic(
             topic,
             policy=self.policy,
             topic_filter=self.topic_filter,

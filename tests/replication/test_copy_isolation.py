@@ -1,0 +1,90 @@
+"""At-least-once copies and source transactions, on real brokers: a transaction held open on the source by a
+producer the test controls is the deterministic reproduction.
+
+* A restart while a source transaction is open must resume, not claim the source topic was recreated (the
+  source bounds once reported the last stable offset as the log end, below what a read_uncommitted copy had
+  already copied).
+* Records of a source transaction that later aborts never reach the target: at-least-once reads read_committed
+  by default, and honours `A.consumer.isolation.level` (read_committed explicitly: only committed records, as
+  MM2 copies them).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from tests.kafka_helpers import KafkaKit, read_partition
+from tests.replication.helpers import KEEP_FOREVER, a_to_b, copy_all, create_copy_topics
+
+from mirrorflow.config.model import Flow, MirrorConfig
+
+pytestmark = pytest.mark.integration
+
+AT_LEAST_ONCE = {"mirrorflow.delivery": "at-least-once"}
+
+
+def open_transaction(kafka: KafkaKit, topic: str, values: list[bytes]) -> Any:
+    """A source transactional producer with `values` written in a transaction left open (the caller ends it)."""
+    txn: Any = kafka.producer("A", {"transactional.id": f"src-{uuid.uuid4()}", "linger.ms": 0})
+    txn.init_transactions(30)
+    txn.begin_transaction()
+    for value in values:
+        txn.produce(topic, value=value, partition=0)
+    assert txn.flush(30) == 0
+    return txn
+
+
+def copied_values(kafka: KafkaKit, topic: str) -> list[bytes | None]:
+    """Every record value of the remote topic, read_uncommitted: what any consumer of the target can see."""
+    consumer = kafka.consumer("B", {"isolation.level": "read_uncommitted"})
+    return [m.value() for m in read_partition(consumer, f"A.{topic}", 0)]
+
+
+def setup(write_config: Callable[..., MirrorConfig], kafka: KafkaKit, isolation: str | None) -> tuple[str, Flow]:
+    """A source topic holding one committed record, and the at-least-once flow copying it (with
+    `A.consumer.isolation.level = <isolation>` unless None)."""
+    topic = kafka.topic("iso")
+    create_copy_topics(kafka.admin, topic, 1, KEEP_FOREVER)
+    producer = kafka.producer("A")
+    producer.produce(topic, value=b"committed-0", partition=0)
+    assert producer.flush(30) == 0
+    body = "" if isolation is None else f"A.consumer.isolation.level = {isolation}\n"
+    return topic, a_to_b(write_config, body, **AT_LEAST_ONCE)
+
+
+@pytest.mark.parametrize("isolation", [None, "read_committed"])
+def test_restart_during_an_open_source_transaction_resumes_and_never_copies_aborted_records(
+    write_config: Callable[..., MirrorConfig], kafka: KafkaKit, isolation: str | None
+) -> None:
+    topic, flow = setup(write_config, kafka, isolation)
+    txn = open_transaction(kafka, topic, [f"open-{i}".encode() for i in range(5)])
+
+    copy_all(flow, topic)
+    copy_all(flow, topic)  # the restart while the transaction is still open
+    txn.abort_transaction(30)
+    txn.begin_transaction()
+    txn.produce(topic, value=b"committed-1", partition=0)
+    txn.commit_transaction(30)
+    copy_all(flow, topic)
+
+    assert copied_values(kafka, topic) == [b"committed-0", b"committed-1"]
+
+
+def test_switching_to_read_committed_during_an_open_transaction_is_not_a_recreated_topic(
+    write_config: Callable[..., MirrorConfig], kafka: KafkaKit
+) -> None:
+    """A flow that copied past the last stable offset (read_uncommitted, which the operator may still ask for,
+    and every at-least-once copy before read_committed became its default) restarts with the default while the
+    source transaction is open: the restart must compare with the true log end, the high watermark."""
+    topic, uncommitted = setup(write_config, kafka, "read_uncommitted")
+    txn = open_transaction(kafka, topic, [f"open-{i}".encode() for i in range(5)])
+    assert copy_all(uncommitted, topic) == 6, "read_uncommitted copies the open transaction's records"
+
+    default = a_to_b(write_config, **AT_LEAST_ONCE)
+    assert copy_all(default, topic) == 0
+    txn.commit_transaction(30)
+    assert copy_all(default, topic) == 0
+    assert copied_values(kafka, topic) == [b"committed-0"] + [f"open-{i}".encode() for i in range(5)]
