@@ -52,7 +52,9 @@ def heartbeat_timestamp(flow: Flow, *, timeout_s: float) -> int | None:
     topic = flow.policy().heartbeats_topic()
     newest: int | None = None
     conf = flow.target_consumer.librdkafka()
-    for _p, _o, key, value, _ts in read_to_end(flow.target, conf, topic, read_committed=False, timeout_s=timeout_s):
+    for _p, _o, key, value, _ts in read_to_end(
+        flow.target, conf, topic, read_committed=False, timeout_s=timeout_s, wait_s=timeout_s
+    ):
         try:
             beat = Heartbeat.from_record(key, value)
         except WireFormatError:
@@ -67,7 +69,7 @@ def checkpoint_timestamp(flow: Flow, *, timeout_s: float) -> int | None:
     topic = flow.policy().checkpoints_topic(flow.source)
     newest: int | None = None
     conf = flow.target_consumer.librdkafka()
-    for _p, _o, _key, value, ts in read_to_end(flow.target, conf, topic, timeout_s=timeout_s):
+    for _p, _o, _key, value, ts in read_to_end(flow.target, conf, topic, timeout_s=timeout_s, wait_s=timeout_s):
         if value is not None and ts > 0:
             newest = ts if newest is None else max(newest, ts)
     return newest

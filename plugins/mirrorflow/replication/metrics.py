@@ -21,12 +21,12 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING
 
-from mirrorflow.core.progress import decode_progress, progress_topic
+from mirrorflow.core.progress import progress_topic
 from mirrorflow.kafka.clients import admin_client
-from mirrorflow.kafka.compacted_log import read_to_end
 from mirrorflow.kafka.metrics_store import read_snapshots, record_timestamps
 from mirrorflow.kafka.offsets import list_offsets
 from mirrorflow.kafka.topics import list_topic_partitions
+from mirrorflow.replication.state_records import read_progress
 
 if TYPE_CHECKING:  # copy tasks import this module on executors, which must not need pydantic
     from mirrorflow.config.model import Flow
@@ -232,13 +232,12 @@ def flow_views(flow: Flow, *, now_ms: int | None = None, timeout_s: float | None
     target_conf = flow.target_consumer.librdkafka()
     source_conf = flow.source_consumer.librdkafka()
     exactly_once = flow.delivery == "exactly-once"
-    progress: dict[tuple[str, int], int] = {}
-    for _p, _o, key, value, _ts in read_to_end(
-        flow.target, target_conf, progress_topic(flow.source, sep), partitions=[0], timeout_s=timeout
-    ):
-        if key is not None and value is not None:
-            pr = decode_progress(key, value)
-            progress[(pr.topic, pr.partition)] = pr.next_upstream
+    # Best effort: an open transaction on the progress partition fails this within `timeout` (a clear
+    # StalledReadError) rather than the copy's 90 s wait; a scrape reports the flow down meanwhile.
+    stored = read_progress(
+        flow.target, target_conf, progress_topic(flow.source, sep), timeout_s=timeout, wait_s=timeout
+    )
+    progress = {tp: p.next_upstream for tp, p in stored.items()}
     snapshots: dict[tuple[str, int], Snapshot] = {}
     for raw in read_snapshots(flow.target, target_conf, metrics_topic(flow.source, sep), timeout).values():
         try:
