@@ -35,6 +35,16 @@ about 70 s after the reader starts waiting. 90 s covers that with room for writi
 always uses 60 s (`TargetWriter`; a flow's own `transaction.timeout.ms` does not apply to it, docs/copy.md)."""
 
 
+_REFUSALS = {
+    KafkaError._AUTHENTICATION,
+    KafkaError.SASL_AUTHENTICATION_FAILED,
+    KafkaError._SSL,
+    KafkaError.TOPIC_AUTHORIZATION_FAILED,
+    KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+}
+"""Client-wide errors that end a read at once: waiting would not change them."""
+
+
 class StalledReadError(MirrorflowError):
     """A read to the true end made no progress for its wait bound."""
 
@@ -122,17 +132,24 @@ def _consume_to(
     starts: Mapping[int, int] | None = None,
 ) -> Iterator[tuple[int, int, bytes | None, bytes | None, int]]:
     """Records below `ends` (from `starts`, default 0); a partition is done when the reader's position reaches
-    its end. An event about anything but a pending partition of `topic` (an error queued for an earlier read
-    of a shared reader, a client-wide notice) is not this read's business: a real outage shows as a stall."""
+    its end. An event about another partition (an error queued for an earlier read of a shared reader) is not
+    this read's business. A client-wide error fails the read when it is fatal or refuses access; any other
+    (a broker connection that dropped, which librdkafka retries) is named in the stall error if it lasts."""
     pending = dict(ends)
     reached = {p: (starts or {}).get(p, 0) for p in ends}  # the reader's position: the next offset it delivers
     stable_below: set[int] = set()  # partitions whose end-of-partition came at a last stable offset below the end
+    notices: list[str] = []
     stalled_since = time.monotonic()
     while pending:
         moved = False
         for m in reader.consume(num_messages=1000, timeout=0.05):
             err = m.error()
             p = m.partition()
+            if err is not None and m.topic() is None:
+                if err.fatal() or err.code() in _REFUSALS:
+                    raise KafkaOperationError(cluster, f"reading {topic}", err)
+                notices[:] = [err.str()]
+                continue
             if m.topic() != topic or p not in pending:
                 continue
             if err is not None and err.code() != KafkaError._PARTITION_EOF:
@@ -149,7 +166,7 @@ def _consume_to(
         if moved:
             stalled_since = time.monotonic()
         elif time.monotonic() - stalled_since > wait_s:
-            raise _blocked(cluster, topic, pending, reached, wait_s, stable_below)
+            raise _blocked(cluster, topic, pending, reached, wait_s, stable_below, notices)
 
 
 class CompactedTail:
@@ -256,6 +273,7 @@ def _blocked(
     reached: Mapping[int, int],
     wait_s: float,
     stable_below: Collection[int],
+    notices: Sequence[str] = (),
 ) -> StalledReadError:
     """Blame an open transaction only where the reader met one: its end of partition at a last stable offset
     below the end (then that offset is the open transaction's first, what `kafka-transactions.sh abort` needs)."""
@@ -264,7 +282,8 @@ def _blocked(
     open_held = sorted(p for p in pending if p in stable_below)
     if not open_held:
         return StalledReadError(
-            f"{waited}: the broker delivered nothing more for {held}, and no open transaction was seen there. "
+            f"{waited}: the broker delivered nothing more for {held}, and no open transaction was seen there"
+            f"{''.join(f' (the client last reported: {n})' for n in notices[-1:])}. "
             f"Check that the partition has a leader and that cluster '{cluster}' is reachable from here "
             f"(kafka-topics.sh --bootstrap-server <{cluster}> --describe --topic {topic}), then run this again. "
             f"Nothing was read past it."
