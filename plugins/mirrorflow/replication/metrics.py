@@ -225,18 +225,20 @@ class PartitionView:
         return {"source": self.source, "target": self.target, "topic": self.topic, "partition": str(self.partition)}
 
 
-def flow_views(flow: Flow, *, now_ms: int | None = None, timeout_s: float | None = None) -> list[PartitionView]:
-    """Every partition the flow has copied: its latest snapshot (rates zeroed once stale) and its lag now."""
+def flow_views(
+    flow: Flow, *, now_ms: int | None = None, timeout_s: float | None = None, wait_s: float | None = None
+) -> list[PartitionView]:
+    """Every partition the flow has copied: its latest snapshot (rates zeroed once stale) and its lag now.
+    `wait_s` (default `timeout_s`) bounds a read of the progress stalled by an open transaction."""
     timeout = flow.admin_timeout_ms / 1000 if timeout_s is None else timeout_s
+    wait = timeout if wait_s is None else min(wait_s, timeout)
     sep = flow.replication_policy_separator if flow.internal_topic_separator_enabled else "."
     target_conf = flow.target_consumer.librdkafka()
     source_conf = flow.source_consumer.librdkafka()
     exactly_once = flow.delivery == "exactly-once"
-    # Best effort: an open transaction on the progress partition fails this within `timeout` (a clear
+    # Best effort: an open transaction on the progress partition fails this within `wait` (a clear
     # StalledReadError) rather than the copy's 90 s wait; a scrape reports the flow down meanwhile.
-    stored = read_progress(
-        flow.target, target_conf, progress_topic(flow.source, sep), timeout_s=timeout, wait_s=timeout
-    )
+    stored = read_progress(flow.target, target_conf, progress_topic(flow.source, sep), timeout_s=timeout, wait_s=wait)
     progress = {tp: p.next_upstream for tp, p in stored.items()}
     snapshots: dict[tuple[str, int], Snapshot] = {}
     for raw in read_snapshots(flow.target, target_conf, metrics_topic(flow.source, sep), timeout).values():
