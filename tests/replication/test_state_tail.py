@@ -167,6 +167,8 @@ def test_metrics_views_give_up_within_their_timeout_on_an_open_transaction(
         with pytest.raises(MirrorflowError, match="made no progress for 5 s: a transaction that is still open"):
             flow_views(flow, timeout_s=5.0)
         waited = time.monotonic() - started
+        with pytest.raises(MirrorflowError, match="made no progress for 3 s"):  # the exporter's shorter wait
+            flow_views(flow, wait_s=3.0)
     finally:
         held.abort_transaction(30)
     assert waited < 45.0, f"flow_views(timeout_s=5) waited {waited:.0f} s"
