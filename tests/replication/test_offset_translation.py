@@ -19,8 +19,8 @@ from mirrorflow.replication.offset_translation import (
 )
 
 
-def progress(topic: str, partition: int, next_upstream: int, downstream_end: int) -> RawRecord:
-    return encode_progress(Progress(topic, partition, next_upstream, downstream_end, 0, 0, 0))
+def progress(topic: str, partition: int, next_upstream: int, downstream_end: int, copied: int = 0) -> RawRecord:
+    return encode_progress(Progress(topic, partition, next_upstream, downstream_end, copied, 0, 0))
 
 
 def segment(topic: str, partition: int, u: int, d: int, n: int) -> RawRecord:
@@ -53,12 +53,10 @@ def test_tail_past_last_copy_translates_to_replicated_end() -> None:
 
 
 def test_history_start_and_records_of_other_topics() -> None:
-    maps = FlowOffsetMaps(
-        assemble_offset_maps(
-            [segment("t", 0, 5, 0, 5), segment("other", 0, 0, 0, 3)],
-            [progress("t", 0, 10, 5), progress("other", 0, 3, 3)],
-            topics={"t"},
-        )
+    maps = FlowOffsetMaps.assemble(
+        [segment("t", 0, 5, 0, 5), segment("other", 0, 0, 0, 3)],
+        [progress("t", 0, 10, 5, copied=5), progress("other", 0, 3, 3, copied=3)],
+        topics={"t"},
     )
     assert maps.translate("t", 0, 4).status == "before-history"
     assert maps.translate("t", 0, 5).offset == 0
@@ -129,7 +127,7 @@ def test_stored_records_rebuild_a_map_that_translates_like_the_copy(steps: list[
     live.mark_consumed(u, downstream_end=d)
     changes = live.unflushed()
     written += [encode_segment("t", 0, s) for s in changes.upserts]
-    maps = FlowOffsetMaps(assemble_offset_maps(written, [progress("t", 0, u, d)]))
+    maps = FlowOffsetMaps.assemble(written, [progress("t", 0, u, d, copied=len(pairs))])
     maps.learn_log_starts({("t", 0): 0})  # the copy began at the log start, 0
     for upstream in range(u + 2):
         expected = next((down for up, down in pairs if up >= upstream), d)

@@ -43,6 +43,11 @@ def register(app: typer.Typer) -> None:
     app.add_typer(metrics_app, name="metrics")
 
 
+SCRAPE_WAIT_S = 5.0
+"""How long a scrape waits for an open transaction on a state topic before it reports the flow down
+(`mirrorflow_metrics_flow_up 0`, the error logged): below Prometheus' default 10 s scrape timeout."""
+
+
 def lag_name(metric: str) -> str:
     return "mirrorflow_" + metric.replace("-", "_")
 
@@ -70,7 +75,8 @@ class FlowCollector(Collector):
             healths: list[FlowHealth] = []
             for flow in self.flows:
                 try:
-                    flow_partitions, health = flow_views(flow), flow_health(flow)
+                    flow_partitions = flow_views(flow, wait_s=SCRAPE_WAIT_S)
+                    health = flow_health(flow, wait_s=SCRAPE_WAIT_S)
                     views.extend(flow_partitions)
                     healths.append(health)
                     up.add_metric([flow.name], 1)

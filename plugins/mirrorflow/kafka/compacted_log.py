@@ -8,29 +8,57 @@ open (librdkafka's own watermarks on such a consumer are the last stable offset,
 record committed after that open transaction would be missed by a read that ended at the last stable offset.
 This read waits instead until every transaction below the end has committed or aborted. When the read makes no
 progress for `wait_s` (a writer that was killed mid-transaction holds it until its coordinator aborts it), it
-fails with `OpenTransactionError`, naming the partition and what to do: it never returns a stale view.
+fails with `OpenTransactionError`, naming the partition and what to do: it never returns a stale view. A stall
+with no open transaction in sight (the reader never reached a last stable offset below the end: no leader, an
+unreachable broker) fails with `StalledReadError` instead, which says so. Best-effort readers (metrics, the
+dashboard, health) pass a short `wait_s` (their own timeout) rather than block for `OPEN_TRANSACTION_WAIT_S`.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from mirrorflow.core.errors import MirrorflowError
+from mirrorflow.kafka.clients import admin_client
 from mirrorflow.kafka.clients import consumer as make_consumer
 from mirrorflow.kafka.errors import KafkaOperationError
+from mirrorflow.kafka.topics import topic_ids
 
 OPEN_TRANSACTION_WAIT_S = 90.0
 """How long a read waits without progress for open transactions to end. A killed copy task's transaction is
 aborted by its coordinator once `transaction.timeout.ms` (60 s for the copy's producers) has passed since it
 began, noticed within `transaction.abort.timed.out.transaction.cleanup.interval.ms` (10 s by default): at most
-about 70 s after the reader starts waiting. 90 s covers that with room for writing the abort markers."""
+about 70 s after the reader starts waiting. 90 s covers that with room for writing the abort markers. The copy
+always uses 60 s (`TargetWriter`; a flow's own `transaction.timeout.ms` does not apply to it, docs/copy.md)."""
 
 
-class OpenTransactionError(MirrorflowError):
+_REFUSALS = {
+    KafkaError._AUTHENTICATION,
+    KafkaError.SASL_AUTHENTICATION_FAILED,
+    KafkaError._SSL,
+    KafkaError.TOPIC_AUTHORIZATION_FAILED,
+    KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+}
+"""Client-wide errors that end a read at once: waiting would not change them."""
+
+
+class StalledReadError(MirrorflowError):
+    """A read to the true end made no progress for its wait bound."""
+
+
+class OpenTransactionError(StalledReadError):
     """A read to the true end stayed blocked by a transaction that neither committed nor aborted."""
+
+
+class MissingTopicError(MirrorflowError):
+    """A topic a reader needs (or had read before) does not exist on the cluster."""
+
+    def __init__(self, cluster: str, topic: str, why: str) -> None:
+        super().__init__(f"topic '{topic}' does not exist on cluster '{cluster}' ({why})")
+        self.cluster, self.topic = cluster, topic
 
 
 def read_to_end(
@@ -42,10 +70,11 @@ def read_to_end(
     read_committed: bool = True,
     timeout_s: float = 60.0,
     wait_s: float = OPEN_TRANSACTION_WAIT_S,
+    require: bool = False,
 ) -> Iterator[tuple[int, int, bytes | None, bytes | None, int]]:
     """Yield (partition, offset, key, value, timestamp_ms) of every record below each partition's high
-    watermark at the call; nothing if the topic is absent. `timeout_s` bounds each metadata request, `wait_s`
-    a stretch without progress (see the module docstring)."""
+    watermark at the call; nothing if the topic is absent, unless `require` (then `MissingTopicError`).
+    `timeout_s` bounds each metadata request, `wait_s` a stretch without progress (see the module docstring)."""
     reader = make_consumer(
         conf,
         **{
@@ -61,6 +90,8 @@ def read_to_end(
         if metadata is None or metadata.error is not None:
             if metadata is not None and metadata.error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
                 raise KafkaOperationError(cluster, f"reading topic '{topic}'", metadata.error)
+            if require:
+                raise MissingTopicError(cluster, topic, "it is needed here")
             return
         wanted = sorted(metadata.partitions) if partitions is None else list(partitions)
         ends = _true_ends(conf, reader if not read_committed else None, topic, wanted, timeout_s)
@@ -101,20 +132,31 @@ def _consume_to(
     starts: Mapping[int, int] | None = None,
 ) -> Iterator[tuple[int, int, bytes | None, bytes | None, int]]:
     """Records below `ends` (from `starts`, default 0); a partition is done when the reader's position reaches
-    its end."""
+    its end. An event about another partition (an error queued for an earlier read of a shared reader) is not
+    this read's business. A client-wide error fails the read when it is fatal or refuses access; any other
+    (a broker connection that dropped, which librdkafka retries) is named in the stall error if it lasts."""
     pending = dict(ends)
     reached = {p: (starts or {}).get(p, 0) for p in ends}  # the reader's position: the next offset it delivers
+    stable_below: set[int] = set()  # partitions whose end-of-partition came at a last stable offset below the end
+    notices: list[str] = []
     stalled_since = time.monotonic()
     while pending:
         moved = False
         for m in reader.consume(num_messages=1000, timeout=0.05):
             err = m.error()
             p = m.partition()
+            if err is not None and m.topic() is None:
+                if err.fatal() or err.code() in _REFUSALS:
+                    raise KafkaOperationError(cluster, f"reading {topic}", err)
+                notices[:] = [err.str()]
+                continue
+            if m.topic() != topic or p not in pending:
+                continue
             if err is not None and err.code() != KafkaError._PARTITION_EOF:
                 raise KafkaOperationError(cluster, f"reading {topic}-{p}", err)
-            if p not in pending:
-                continue
             position = m.offset() if err is not None else m.offset() + 1
+            if err is not None and position < pending[p]:
+                stable_below.add(p)
             if position > reached[p]:
                 reached[p], moved = position, True
             if err is None and m.offset() < pending[p]:
@@ -124,7 +166,7 @@ def _consume_to(
         if moved:
             stalled_since = time.monotonic()
         elif time.monotonic() - stalled_since > wait_s:
-            raise _blocked(cluster, topic, pending, reached, wait_s)
+            raise _blocked(cluster, topic, pending, reached, wait_s, stable_below, notices)
 
 
 class CompactedTail:
@@ -132,8 +174,13 @@ class CompactedTail:
     since the last read (MM2's OffsetSyncStore and Kafka Connect's offset store load once, then tail).
 
     Same rules as `read_to_end`: the end is the high watermark when a read starts, open transactions are waited
-    out for `wait_s`. A partition whose end falls below the position already read (the topic was deleted and
-    re-created) is read again from its start, and `read_new` says so: the caller drops what it had built.
+    out for `wait_s`. A topic never seen is empty while it does not exist. A topic that was read before and is
+    gone now (deleted, or a metadata answer that lost it) fails the read with `MissingTopicError`: returning
+    nothing would leave the caller with a view it cannot tell is incomplete. A topic that was deleted and
+    re-created (a new topic ID, or an end below the position already read) is read again from its start, and
+    `read_new` says so: the caller must drop everything it built from the old topic and read again from the
+    start (`forget`), since its other topics may have been re-created too. Between reads nothing is assigned, so
+    the client neither prefetches nor queues errors for partitions no one reads.
     """
 
     def __init__(
@@ -148,24 +195,37 @@ class CompactedTail:
         }
         self._reader = make_consumer(conf, **settings)
         self._asker = make_consumer(conf, **{"isolation.level": "read_uncommitted"})
+        self._admin = admin_client(conf)
         self._positions: dict[tuple[str, int], int] = {}
+        self._topic_ids: dict[str, str] = {}
         self.records_read = 0
         """Records delivered so far, all reads together (what tailing saves shows here)."""
 
+    def forget(self, topic: str) -> None:
+        """Read `topic` from its start next time, as if it had never been read."""
+        self._topic_ids.pop(topic, None)
+        for key in [k for k in self._positions if k[0] == topic]:
+            del self._positions[key]
+
     def read_new(self, topic: str, partition: int) -> tuple[bool, list[tuple[bytes | None, bytes | None]]]:
-        """(restarted, the (key, value) records added since the last call, in log order)."""
+        """(restarted, the (key, value) records added since the last call, in log order); when restarted, the
+        records are the re-created topic's from its start."""
+        seen = self.has_read(topic, partition)
+        restarted = self._recreated(topic, seen)
         at = self._positions.get((topic, partition), 0)
         try:
             low, high = self._asker.get_watermark_offsets(
                 TopicPartition(topic, partition), timeout=self._timeout_s, cached=False
             )
         except KafkaException as err:
-            if err.args[0].code() in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION):
-                return at > 0, []
-            raise KafkaOperationError(self.cluster, f"reading the end of {topic}-{partition}", err) from err
-        restarted = high < at
-        if restarted:
-            at = 0
+            if err.args[0].code() not in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION):
+                raise KafkaOperationError(self.cluster, f"reading the end of {topic}-{partition}", err) from err
+            if seen and not restarted:
+                raise MissingTopicError(self.cluster, topic, f"partition {partition} was read before") from err
+            return restarted, []
+        if high < at:  # re-created without a topic ID to tell (an older broker): the end went backwards
+            restarted, at = True, 0
+            self.forget(topic)
         if high <= max(at, low):
             self._positions[(topic, partition)] = max(at, high)
             return restarted, []
@@ -179,9 +239,27 @@ class CompactedTail:
             ]
         except KafkaException as err:
             raise KafkaOperationError(self.cluster, f"reading {topic}-{partition}", err) from err
+        finally:
+            self._reader.unassign()
         self._positions[(topic, partition)] = high
         self.records_read += len(found)
         return restarted, found
+
+    def has_read(self, topic: str, partition: int) -> bool:
+        """Whether `topic`-`partition` existed at a read since it was last forgotten."""
+        return (topic, partition) in self._positions
+
+    def _recreated(self, topic: str, seen: bool) -> bool:
+        """Whether `topic` has a topic ID other than the one it had when read before (KIP-516); if so it is
+        forgotten. Remembers the ID; an unknown one (an older broker, no describe permission) never differs."""
+        now = topic_ids(self._admin, self.cluster, [topic], self._timeout_s).get(topic)
+        before = self._topic_ids.get(topic)
+        changed = seen and bool(before) and bool(now) and before != now
+        if changed:
+            self.forget(topic)
+        if now:
+            self._topic_ids[topic] = now
+        return changed
 
     def close(self) -> None:
         self._reader.close()
@@ -189,17 +267,33 @@ class CompactedTail:
 
 
 def _blocked(
-    cluster: str, topic: str, pending: Mapping[int, int], reached: Mapping[int, int], wait_s: float
-) -> OpenTransactionError:
+    cluster: str,
+    topic: str,
+    pending: Mapping[int, int],
+    reached: Mapping[int, int],
+    wait_s: float,
+    stable_below: Collection[int],
+    notices: Sequence[str] = (),
+) -> StalledReadError:
+    """Blame an open transaction only where the reader met one: its end of partition at a last stable offset
+    below the end (then that offset is the open transaction's first, what `kafka-transactions.sh abort` needs)."""
     held = "; ".join(f"{topic}-{p} at offset {reached[p]} (its end is {end})" for p, end in sorted(pending.items()))
-    first = min(pending)
+    waited = f"reading {topic} on cluster '{cluster}' to its end made no progress for {wait_s:.0f} s"
+    open_held = sorted(p for p in pending if p in stable_below)
+    if not open_held:
+        return StalledReadError(
+            f"{waited}: the broker delivered nothing more for {held}, and no open transaction was seen there"
+            f"{''.join(f' (the client last reported: {n})' for n in notices[-1:])}. "
+            f"Check that the partition has a leader and that cluster '{cluster}' is reachable from here "
+            f"(kafka-topics.sh --bootstrap-server <{cluster}> --describe --topic {topic}), then run this again. "
+            f"Nothing was read past it."
+        )
+    first = open_held[0]
     return OpenTransactionError(
-        f"reading {topic} on cluster '{cluster}' to its end made no progress for {wait_s:.0f} s: a transaction "
-        f"that is still open holds {held}. Its writer (a copy task that was killed, hangs or is partitioned "
-        f"away) neither committed nor aborted it, and what follows it cannot be read yet. Kafka aborts it once "
-        f"the writer's transaction.timeout.ms has passed (60 s for Mirrorflow's copies unless the flow's producer "
-        f"settings raise it): run this again then. "
-        f"To see the writer: kafka-transactions.sh --bootstrap-server <{cluster}> describe-producers "
+        f"{waited}: a transaction that is still open holds {held}. Its writer (a copy task that was killed, hangs "
+        f"or is partitioned away) neither committed nor aborted it, and what follows it cannot be read yet. Kafka "
+        f"aborts it once the writer's transaction.timeout.ms has passed (60 s for Mirrorflow's copies): run this "
+        f"again then. To see the writer: kafka-transactions.sh --bootstrap-server <{cluster}> describe-producers "
         f"--topic {topic} --partition {first}; to abort it now (only if that writer is gone for good): "
         f"kafka-transactions.sh --bootstrap-server <{cluster}> abort --topic {topic} --partition {first} "
         f"--start-offset {reached[first]}. Nothing was read past it."

@@ -84,7 +84,9 @@ class MetricsPublisher:
 def read_snapshots(cluster: str, conf: Mapping[str, str], topic: str, timeout_s: float) -> dict[bytes, bytes]:
     """The latest value per key of the metrics topic (tombstones remove the key); empty when it is absent."""
     latest: dict[bytes, bytes] = {}
-    for _p, _o, key, value, _ts in read_to_end(cluster, conf, topic, read_committed=False, timeout_s=timeout_s):
+    for _p, _o, key, value, _ts in read_to_end(
+        cluster, conf, topic, read_committed=False, timeout_s=timeout_s, wait_s=timeout_s
+    ):
         if key is None:
             continue
         if value is None:

@@ -172,6 +172,8 @@ class TargetWriter:
         }
         if transactional_id is not None:
             settings["transactional.id"] = transactional_id
+            # Always 60 s, even over the flow's own setting: readers of the state wait out a killed writer's
+            # transaction for 90 s derived from it (kafka/compacted_log.py, docs/copy.md).
             settings.setdefault("transaction.timeout.ms", 60000)
         self._producer: Producer = make_producer(conf, **settings)
         self._error: KafkaError | None = None

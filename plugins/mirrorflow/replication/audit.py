@@ -34,15 +34,15 @@ from typing import Any
 
 from mirrorflow.config.model import Flow
 from mirrorflow.core.errors import MirrorflowError, UsageError
-from mirrorflow.core.progress import decode_progress, progress_topic
+from mirrorflow.core.progress import progress_topic
 from mirrorflow.core.provenance import ORIGIN_HEADER, should_drop
 from mirrorflow.kafka.audit_reader import partition_count, read_partition
-from mirrorflow.kafka.compacted_log import read_to_end
 from mirrorflow.replication.discovery import discover
 from mirrorflow.replication.flow_clients import FlowClients
 from mirrorflow.replication.flow_rules import internal_separator
 from mirrorflow.replication.metrics import flow_views
 from mirrorflow.replication.offset_translation import load_offset_maps
+from mirrorflow.replication.state_records import read_progress
 
 Header = tuple[str, bytes | None]
 FAULTS = ("lost", "duplicated", "out_of_order", "misplaced", "unexpected")
@@ -233,12 +233,7 @@ def committed_progress(flow: Flow, timeout_s: float) -> dict[tuple[str, int], in
     audit itself takes it with the map, from one cut)."""
     topic = progress_topic(flow.source, internal_separator(flow))
     conf = flow.target_consumer.librdkafka()
-    found: dict[tuple[str, int], int] = {}
-    for _p, _o, key, value, _ts in read_to_end(flow.target, conf, topic, partitions=[0], timeout_s=timeout_s):
-        if key is not None and value is not None:
-            progress = decode_progress(key, value)
-            found[(progress.topic, progress.partition)] = progress.next_upstream
-    return found
+    return {tp: p.next_upstream for tp, p in read_progress(flow.target, conf, topic, timeout_s=timeout_s).items()}
 
 
 def audit_flow(flow: Flow, *, topics: str | None = None, timeout_s: float | None = None) -> dict[str, Any]:

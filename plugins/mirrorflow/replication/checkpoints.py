@@ -66,7 +66,8 @@ class UntranslatedOffset:
     partition: int
     upstream_offset: int
     reason: str
-    """"not-copied" (no copy history for the partition) or "before-history" (older than what was copied)."""
+    """"not-copied" (no copy history for the partition), "before-history" (older than what was copied) or
+    "map-missing" (the progress counts copied records the offset map no longer holds)."""
 
 
 @dataclass(frozen=True)

@@ -5,10 +5,11 @@ resumes. Split from `copy_range` so the hot loop stays readable; every function 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 
 from mirrorflow.core.errors import MirrorflowError
-from mirrorflow.core.offset_map import OffsetMap, Segment, decode_segment, decode_segment_key
-from mirrorflow.core.progress import Progress, decode_progress, decode_progress_key
+from mirrorflow.core.offset_map import OffsetMap, Segment
+from mirrorflow.core.progress import Progress
 from mirrorflow.core.transforms import TransformChain
 from mirrorflow.kafka.clients import admin_client
 from mirrorflow.kafka.compacted_log import read_to_end
@@ -16,6 +17,14 @@ from mirrorflow.kafka.metrics_store import MetricsPublisher, ensure_metrics_topi
 from mirrorflow.kafka.topics import NewTopicSpec, create_topics
 from mirrorflow.replication.copy_task import CopyTask
 from mirrorflow.replication.metrics import PartitionMetrics, Snapshot, snapshot_key
+from mirrorflow.replication.state_records import (
+    RawRecord,
+    SegmentStore,
+    TopicPartition,
+    apply_progress_records,
+    apply_segment_records,
+    segments_of,
+)
 
 log = logging.getLogger(__name__)
 
@@ -26,40 +35,29 @@ def load_progress(task: CopyTask) -> Progress | None:
     `read_to_end` reads to the true end, waiting for other tasks' open transactions on the shared partition:
     a progress record of ours committed after one of them is never missed (that would copy again what was
     committed). This and `load_segments` may run in parallel and still form one cut: after fencing, no writer
-    can change this partition's progress or segments between the two reads.
+    can change this partition's progress or segments between the two reads. Records apply as for every reader
+    (`state_records`): a tombstone (`mirrorflow reset`) means no progress.
     """
-    latest: Progress | None = None
-    for _p, _o, key, value, _ts in read_to_end(
-        task.target, task.target_consumer, task.progress_topic, partitions=[0], timeout_s=task.timeout_s
-    ):
-        if key is None:
-            continue
-        if value is None:  # a tombstone (`mirrorflow reset` of a topic since deleted): no progress any more
-            if decode_progress_key(key) == (task.topic, task.partition):
-                latest = None
-            continue
-        progress = decode_progress(key, value)
-        if progress.topic == task.topic and progress.partition == task.partition:
-            latest = progress
-    return latest
+    progress: dict[TopicPartition, Progress] = {}
+    apply_progress_records(progress, _records(task, task.progress_topic), topics=[task.topic])
+    return progress.get((task.topic, task.partition))
 
 
 def load_segments(task: CopyTask) -> list[Segment]:
-    """This partition's stored offset-map segments (a compacted topic: one record per live segment)."""
-    segments: dict[int, Segment] = {}
+    """This partition's stored offset-map segments, applied as every reader applies them (`state_records`):
+    a segment cuts the older ones it overlaps. Keeping the latest record per key instead would, after an
+    at-least-once crash that delivered only part of one commit's map records, keep an older segment that
+    overlaps a newer one, and `OffsetMap.restore` would refuse the pair at every restart."""
+    segments: SegmentStore = {}
+    apply_segment_records(segments, _records(task, task.offset_map_topic), topics=[task.topic])
+    return segments_of(segments, (task.topic, task.partition))
+
+
+def _records(task: CopyTask, topic: str) -> Iterator[RawRecord]:
     for _p, _o, key, value, _ts in read_to_end(
-        task.target, task.target_consumer, task.offset_map_topic, partitions=[0], timeout_s=task.timeout_s
+        task.target, task.target_consumer, topic, partitions=[0], timeout_s=task.timeout_s
     ):
-        if key is None:
-            continue
-        topic, partition, upstream_start = decode_segment_key(key)
-        if (topic, partition) != (task.topic, task.partition):
-            continue
-        if value is None:
-            segments.pop(upstream_start, None)
-        else:
-            segments[upstream_start] = decode_segment(key, value)[2]
-    return list(segments.values())
+        yield key, value
 
 
 def restore_map(stored: list[Segment], progress: Progress | None, start: int) -> OffsetMap:
@@ -112,8 +110,8 @@ def resolve_start(task: CopyTask, progress: Progress | None, log_start: int, log
         raise MirrorflowError(
             f"flow {task.flow}: {task.topic}-{task.partition} lost records {progress.next_upstream}.."
             f"{log_start - 1} to source retention before they were copied. Raise retention on cluster "
-            f"'{task.source}' or copy more often; to accept the loss, delete this partition's progress "
-            f"record from '{task.progress_topic}' on '{task.target}'."
+            f"'{task.source}' or copy more often. Nothing was copied. To accept the loss and copy the topic "
+            f"afresh from its current start, pause the flow and run: {reset_command(task)} (see docs/copy.md)."
         )
     if progress.next_upstream > log_end:
         raise MirrorflowError(

@@ -47,12 +47,14 @@ class FlowHealth:
         return None if self.checkpoint_ms is None else max(0.0, (self.now_ms - self.checkpoint_ms) / 1000)
 
 
-def heartbeat_timestamp(flow: Flow, *, timeout_s: float) -> int | None:
+def heartbeat_timestamp(flow: Flow, *, timeout_s: float, wait_s: float | None = None) -> int | None:
     """The newest heartbeat of `flow`'s pair in the target's heartbeats topic (other pairs' records skipped)."""
     topic = flow.policy().heartbeats_topic()
     newest: int | None = None
     conf = flow.target_consumer.librdkafka()
-    for _p, _o, key, value, _ts in read_to_end(flow.target, conf, topic, read_committed=False, timeout_s=timeout_s):
+    for _p, _o, key, value, _ts in read_to_end(
+        flow.target, conf, topic, read_committed=False, timeout_s=timeout_s, wait_s=wait_s or timeout_s
+    ):
         try:
             beat = Heartbeat.from_record(key, value)
         except WireFormatError:
@@ -62,22 +64,27 @@ def heartbeat_timestamp(flow: Flow, *, timeout_s: float) -> int | None:
     return newest
 
 
-def checkpoint_timestamp(flow: Flow, *, timeout_s: float) -> int | None:
+def checkpoint_timestamp(flow: Flow, *, timeout_s: float, wait_s: float | None = None) -> int | None:
     """The record timestamp of the newest checkpoint the flow wrote to the target."""
     topic = flow.policy().checkpoints_topic(flow.source)
     newest: int | None = None
     conf = flow.target_consumer.librdkafka()
-    for _p, _o, _key, value, ts in read_to_end(flow.target, conf, topic, timeout_s=timeout_s):
+    wait = wait_s or timeout_s
+    for _p, _o, _key, value, ts in read_to_end(flow.target, conf, topic, timeout_s=timeout_s, wait_s=wait):
         if value is not None and ts > 0:
             newest = ts if newest is None else max(newest, ts)
     return newest
 
 
-def flow_health(flow: Flow, *, now_ms: int | None = None, timeout_s: float | None = None) -> FlowHealth:
-    """Read both ages from the target; raises the Kafka layer's error when the target cannot be read."""
+def flow_health(
+    flow: Flow, *, now_ms: int | None = None, timeout_s: float | None = None, wait_s: float | None = None
+) -> FlowHealth:
+    """Read both ages from the target; raises the Kafka layer's error when the target cannot be read.
+    `wait_s` (default `timeout_s`) bounds a read stalled by an open transaction: health is best effort."""
     timeout = flow.admin_timeout_ms / 1000 if timeout_s is None else timeout_s
-    beat = heartbeat_timestamp(flow, timeout_s=timeout) if flow.emit_heartbeats_enabled else None
-    checkpoint = checkpoint_timestamp(flow, timeout_s=timeout) if flow.emit_checkpoints_enabled else None
+    wait = timeout if wait_s is None else min(wait_s, timeout)
+    beat = heartbeat_timestamp(flow, timeout_s=timeout, wait_s=wait) if flow.emit_heartbeats_enabled else None
+    checkpoint = checkpoint_timestamp(flow, timeout_s=timeout, wait_s=wait) if flow.emit_checkpoints_enabled else None
     now = int(time.time() * 1000) if now_ms is None else now_ms
     return FlowHealth(flow.source, flow.target, beat, checkpoint, now)
 

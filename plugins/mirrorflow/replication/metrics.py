@@ -21,12 +21,12 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING
 
-from mirrorflow.core.progress import decode_progress, progress_topic
+from mirrorflow.core.progress import progress_topic
 from mirrorflow.kafka.clients import admin_client
-from mirrorflow.kafka.compacted_log import read_to_end
 from mirrorflow.kafka.metrics_store import read_snapshots, record_timestamps
 from mirrorflow.kafka.offsets import list_offsets
 from mirrorflow.kafka.topics import list_topic_partitions
+from mirrorflow.replication.state_records import read_progress
 
 if TYPE_CHECKING:  # copy tasks import this module on executors, which must not need pydantic
     from mirrorflow.config.model import Flow
@@ -225,20 +225,21 @@ class PartitionView:
         return {"source": self.source, "target": self.target, "topic": self.topic, "partition": str(self.partition)}
 
 
-def flow_views(flow: Flow, *, now_ms: int | None = None, timeout_s: float | None = None) -> list[PartitionView]:
-    """Every partition the flow has copied: its latest snapshot (rates zeroed once stale) and its lag now."""
+def flow_views(
+    flow: Flow, *, now_ms: int | None = None, timeout_s: float | None = None, wait_s: float | None = None
+) -> list[PartitionView]:
+    """Every partition the flow has copied: its latest snapshot (rates zeroed once stale) and its lag now.
+    `wait_s` (default `timeout_s`) bounds a read of the progress stalled by an open transaction."""
     timeout = flow.admin_timeout_ms / 1000 if timeout_s is None else timeout_s
+    wait = timeout if wait_s is None else min(wait_s, timeout)
     sep = flow.replication_policy_separator if flow.internal_topic_separator_enabled else "."
     target_conf = flow.target_consumer.librdkafka()
     source_conf = flow.source_consumer.librdkafka()
     exactly_once = flow.delivery == "exactly-once"
-    progress: dict[tuple[str, int], int] = {}
-    for _p, _o, key, value, _ts in read_to_end(
-        flow.target, target_conf, progress_topic(flow.source, sep), partitions=[0], timeout_s=timeout
-    ):
-        if key is not None and value is not None:
-            pr = decode_progress(key, value)
-            progress[(pr.topic, pr.partition)] = pr.next_upstream
+    # Best effort: an open transaction on the progress partition fails this within `wait` (a clear
+    # StalledReadError) rather than the copy's 90 s wait; a scrape reports the flow down meanwhile.
+    stored = read_progress(flow.target, target_conf, progress_topic(flow.source, sep), timeout_s=timeout, wait_s=wait)
+    progress = {tp: p.next_upstream for tp, p in stored.items()}
     snapshots: dict[tuple[str, int], Snapshot] = {}
     for raw in read_snapshots(flow.target, target_conf, metrics_topic(flow.source, sep), timeout).values():
         try:

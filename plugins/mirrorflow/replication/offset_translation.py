@@ -20,20 +20,28 @@ from typing import Literal
 
 from mirrorflow.config.model import Flow
 from mirrorflow.core.checkpoint import Checkpoint
-from mirrorflow.core.offset_map import OffsetMap, Segment, decode_segment, decode_segment_key, offset_map_topic
-from mirrorflow.core.progress import Progress, decode_progress, progress_topic
+from mirrorflow.core.errors import MirrorflowError
+from mirrorflow.core.offset_map import OffsetMap, Segment, offset_map_topic
+from mirrorflow.core.progress import Progress, progress_topic
 from mirrorflow.core.wire import WireFormatError
-from mirrorflow.kafka.compacted_log import read_to_end
+from mirrorflow.kafka.compacted_log import MissingTopicError, read_to_end
 from mirrorflow.kafka.offsets import list_offsets
 from mirrorflow.replication.flow_clients import Admin
 from mirrorflow.replication.flow_rules import internal_separator
+from mirrorflow.replication.state_records import (
+    RawRecord,
+    SegmentStore,
+    TopicPartition,
+    apply_segment_records,
+    latest_progress,
+    segments_of,
+)
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
-RawRecord = tuple[bytes | None, bytes | None]
-"""(key, value) of a stored record, in log order."""
-Status = Literal["exact", "ahead-of-copy", "not-copied", "before-history"]
+Status = Literal["exact", "ahead-of-copy", "not-copied", "before-history", "map-missing"]
+"""map-missing: the progress says records were copied, but the offset map holds none of them (its records
+were deleted): nothing can be translated exactly, so nothing is (see `assemble_offset_maps`)."""
 
 
 @dataclass(frozen=True)
@@ -70,7 +78,10 @@ class FlowOffsetMaps:
     leading gap (records compacted away or aborted before the first copied one) fall below it. When the copy
     began at the source log start (the default `auto.offset.reset=earliest`), every offset from the current
     log start up to the first copied record was read and not copied: `learn_log_starts` supplies those log
-    starts, and such offsets then translate to the first copy, as any other gap does.
+    starts, and such offsets then translate to the first copy, as any other gap does. That holds only where
+    the first stored segment really is the copy's first: when the map holds every record the progress says
+    was copied (`records_copied`). Otherwise (segments deleted, or pruned below the log start) the rule is not
+    applied and such offsets stay "before-history": conservative, never past a record.
     """
 
     def __init__(
@@ -80,6 +91,20 @@ class FlowOffsetMaps:
         self._log_starts: dict[TopicPartition, int] = {}
         self.progress = dict(progress or {})
         """The committed progress the maps were read with (the same cut), by source partition."""
+        self._whole: dict[TopicPartition, bool] = {}
+
+    @classmethod
+    def assemble(
+        cls,
+        segment_records: Iterable[RawRecord],
+        progress_records: Iterable[RawRecord],
+        *,
+        topics: Collection[str] | None = None,
+    ) -> FlowOffsetMaps:
+        """The maps and progress of the two topics' records (log order): `assemble_offset_maps`."""
+        progress_records = list(progress_records)
+        maps = assemble_offset_maps(segment_records, progress_records, topics=topics)
+        return cls(maps, progress=latest_progress(progress_records, topics=topics))
 
     def __len__(self) -> int:
         return len(self._maps)
@@ -94,10 +119,12 @@ class FlowOffsetMaps:
     def translate(self, topic: str, partition: int, upstream_offset: int) -> Translation:
         offset_map = self._maps.get((topic, partition))
         if offset_map is None or offset_map.start is None or offset_map.upstream_end is None:
-            return Translation(None, "not-copied")
+            stored = self.progress.get((topic, partition))
+            missing = offset_map is None and stored is not None and stored.records_copied > 0
+            return Translation(None, "map-missing" if missing else "not-copied")
         if upstream_offset < offset_map.start:
             log_start = self._log_starts.get((topic, partition))
-            if log_start is None or upstream_offset < log_start:
+            if log_start is None or upstream_offset < log_start or not self._whole_history(topic, partition):
                 return Translation(None, "before-history")
             upstream_offset = offset_map.start
         ahead = upstream_offset > offset_map.upstream_end
@@ -105,6 +132,15 @@ class FlowOffsetMaps:
         if offset is None:
             return Translation(None, "not-copied")
         return Translation(offset, "ahead-of-copy" if ahead else "exact")
+
+    def _whole_history(self, topic: str, partition: int) -> bool:
+        """The map holds every record the progress says was copied: its first segment is the copy's first."""
+        tp = (topic, partition)
+        if tp not in self._whole:
+            stored, offset_map = self.progress.get(tp), self._maps.get(tp)
+            copied = None if offset_map is None else sum(s.length for s in offset_map.segments())
+            self._whole[tp] = stored is not None and copied == stored.records_copied
+        return self._whole[tp]
 
     def untranslate(self, topic: str, partition: int, downstream_offset: int) -> Translation:
         """Where a group that read the remote copy of `topic`-`partition` up to `downstream_offset` resumes on
@@ -136,10 +172,6 @@ def learn_leading_gaps(
         maps.learn_log_starts(list_offsets(source_admin, flow.source, below, latest=False, timeout_s=timeout_s))
 
 
-SegmentStore = dict[TopicPartition, dict[int, Segment]]
-"""The live segments per source partition, by upstream start."""
-
-
 def assemble_offset_maps(
     segment_records: Iterable[RawRecord],
     progress_records: Iterable[RawRecord],
@@ -152,47 +184,38 @@ def assemble_offset_maps(
     inside an older one (an at-least-once copy that resumed from an older progress record and copied the
     tail again) cuts the older ones at its start, because the later copy is the one a consumer reads.
     The progress is the cut (see `read_offset_maps`): a partition without a progress record is not translated,
-    and segments beyond its progress are cut off (`_cut`).
+    and segments beyond its progress are cut off (`_cut`). A partition whose progress counts copied records
+    but whose map holds none below its progress (the map records were deleted) is left out: without its map
+    every offset would translate to the replicated end, past every copied record.
     """
     segments: SegmentStore = {}
     apply_segment_records(segments, segment_records, topics=topics)
     progress = latest_progress(progress_records, topics=topics)
     maps: dict[TopicPartition, OffsetMap] = {}
     for tp, p in sorted(progress.items()):
-        restored = restore_at_progress(tp, segments.get(tp, {}).values(), p)
+        restored = restore_at_progress(tp, segments_of(segments, tp), p)
         if restored is not None:
             maps[tp] = restored
     return maps
 
 
-def apply_segment_records(
-    segments: SegmentStore, records: Iterable[RawRecord], *, topics: Collection[str] | None = None
-) -> set[TopicPartition]:
-    """Apply offset-map records (log order) to `segments`; the partitions they touched."""
-    wanted = None if topics is None else set(topics)
-    touched: set[TopicPartition] = set()
-    for key, value in records:
-        if key is None:
-            continue
-        if value is None:
-            topic, partition, start = decode_segment_key(key)
-            if wanted is None or topic in wanted:
-                segments.get((topic, partition), {}).pop(start, None)
-                touched.add((topic, partition))
-            continue
-        topic, partition, segment = decode_segment(key, value)
-        if wanted is not None and topic not in wanted:
-            continue
-        _put_segment(segments.setdefault((topic, partition), {}), segment)
-        touched.add((topic, partition))
-    return touched
-
-
 def restore_at_progress(tp: TopicPartition, segments: Iterable[Segment], progress: Progress) -> OffsetMap | None:
-    """The partition's map cut at its progress (`_cut`); None (logged) when the segments cannot form one."""
+    """The partition's map cut at its progress (`_cut`); None (logged) when the segments cannot form one or
+    none is left of a history the progress says exists (see `assemble_offset_maps`)."""
+    kept = _cut(segments, progress.next_upstream)
+    if not kept and progress.records_copied > 0:
+        log.warning(
+            "offset map of %s-%d is missing: the progress counts %d copied records below offset %d, the map has "
+            "none; it is not translated",
+            tp[0],
+            tp[1],
+            progress.records_copied,
+            progress.next_upstream,
+        )
+        return None
     try:
         return OffsetMap.restore(
-            _cut(segments, progress.next_upstream),
+            kept,
             next_upstream=progress.next_upstream,
             downstream_end=progress.downstream_end,
         )
@@ -215,18 +238,6 @@ def _cut(segments: Iterable[Segment], next_upstream: int) -> list[Segment]:
             segment = Segment(segment.upstream_start, segment.downstream_start, next_upstream - segment.upstream_start)
         kept.append(segment)
     return kept
-
-
-def _put_segment(stored: dict[int, Segment], segment: Segment) -> None:
-    start = segment.upstream_start
-    for other_start, other in list(stored.items()):
-        if other_start == start or other.upstream_end <= start:
-            continue
-        if other_start > start:
-            del stored[other_start]
-        else:
-            stored[other_start] = Segment(other_start, other.downstream_start, start - other_start)
-    stored[start] = segment
 
 
 def load_offset_maps(
@@ -252,32 +263,35 @@ def read_offset_maps(
     if topics is not None and not topics:
         return FlowOffsetMaps({})
 
-    def records(topic: str) -> Iterator[RawRecord]:
-        for _p, _o, key, value, _ts in read_to_end(cluster, conf, topic, partitions=[0], timeout_s=timeout_s):
+    def records(topic: str, *, require: bool = False) -> Iterator[RawRecord]:
+        for _p, _o, key, value, _ts in read_to_end(
+            cluster, conf, topic, partitions=[0], timeout_s=timeout_s, require=require
+        ):
             yield key, value
 
     # One cut (docs/offsets.md): the progress first, to its true end, and only then the map to its own. Every
     # transaction whose progress record was read had committed by then, and it wrote its map segments before
     # committing, so they lie below the map's end: no committed batch is missing from the map. Transactions that
     # commit in between add map segments beyond their (unread) progress, which `OffsetMap.restore` rewinds.
-    progress = list(records(progress_topic(source_alias, separator)))
-    maps = assemble_offset_maps(records(offset_map_topic(source_alias, separator)), progress, topics=topics)
-    return FlowOffsetMaps(maps, progress=latest_progress(progress, topics=topics))
+    state_topic, map_topic = progress_topic(source_alias, separator), offset_map_topic(source_alias, separator)
+    progress_records = list(records(state_topic))
+    progress = latest_progress(progress_records, topics=topics)
+    copied = any(p.records_copied > 0 for p in progress.values())
+    try:
+        maps = assemble_offset_maps(records(map_topic, require=copied), progress_records, topics=topics)
+    except MissingTopicError as err:
+        raise map_topic_missing(cluster, map_topic, state_topic) from err
+    return FlowOffsetMaps(maps, progress=progress)
 
 
-def latest_progress(
-    progress_records: Iterable[RawRecord], *, topics: Collection[str] | None = None
-) -> dict[TopicPartition, Progress]:
-    """The last progress record per source partition (only for `topics` if given)."""
-    wanted = None if topics is None else set(topics)
-    progress: dict[TopicPartition, Progress] = {}
-    for key, value in progress_records:
-        if key is None or value is None:
-            continue
-        record = decode_progress(key, value)
-        if wanted is None or record.topic in wanted:
-            progress[(record.topic, record.partition)] = record
-    return progress
+def map_topic_missing(cluster: str, map_topic: str, state_topic: str) -> MirrorflowError:
+    """The error when the offset map is gone while the progress says records were copied."""
+    return MirrorflowError(
+        f"the offset-map topic '{map_topic}' does not exist on cluster '{cluster}', but the progress in "
+        f"'{state_topic}' says records were copied: their offsets cannot be translated, so none is. The topic "
+        "holds Mirrorflow's state and must not be deleted. To start the copy of each affected topic afresh, "
+        "pause the flow and run `mirrorflow reset CONFIG --flow <flow> --topic <topic>` (docs/copy.md)."
+    )
 
 
 class CheckpointStore:

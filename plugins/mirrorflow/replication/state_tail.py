@@ -12,25 +12,35 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 
 from mirrorflow.config.model import Flow
+from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.core.offset_map import OffsetMap, offset_map_topic
 from mirrorflow.core.progress import Progress, progress_topic
 from mirrorflow.kafka.compacted_log import CompactedTail
 from mirrorflow.replication.flow_rules import internal_separator
-from mirrorflow.replication.offset_translation import (
-    FlowOffsetMaps,
+from mirrorflow.replication.offset_translation import FlowOffsetMaps, map_topic_missing, restore_at_progress
+from mirrorflow.replication.state_records import (
     SegmentStore,
     TopicPartition,
+    apply_progress_records,
     apply_segment_records,
-    latest_progress,
-    restore_at_progress,
+    segments_of,
 )
+
+RELOADS = 3
+"""Reads from the start in one `load` before giving up on state topics that keep being re-created."""
 
 
 class OffsetMapTail:
-    """The offset maps of the flow `source_alias` -> `cluster`, kept current by tailing (see the module)."""
+    """The offset maps of the flow `source_alias` -> `cluster`, kept current by tailing (see the module).
+
+    When either state topic was deleted and re-created (`CompactedTail.read_new` says so), everything built so
+    far is dropped and both topics are read again from their start, the progress first: a map kept from the
+    old topics, or progress kept while the map is re-read, would translate against a history that is gone.
+    """
 
     def __init__(self, cluster: str, conf: Mapping[str, str], source_alias: str, separator: str, *, timeout_s: float):
         self._tail = CompactedTail(cluster, conf, timeout_s=timeout_s)
+        self._cluster = cluster
         self._progress_topic = progress_topic(source_alias, separator)
         self._map_topic = offset_map_topic(source_alias, separator)
         self._progress: dict[TopicPartition, Progress] = {}
@@ -49,18 +59,22 @@ class OffsetMapTail:
 
     def load(self, *, topics: Collection[str] | None = None) -> FlowOffsetMaps:
         """The maps as of now (for `topics` if given), after reading what the two topics gained."""
-        restarted, progress_records = self._tail.read_new(self._progress_topic, 0)
-        if restarted:
+        for _ in range(RELOADS):
+            if not self._read_new():
+                break
+            for topic in (self._progress_topic, self._map_topic):
+                self._tail.forget(topic)
             self._progress.clear()
-            self._built.clear()
-        fresh = latest_progress(progress_records)
-        self._progress.update(fresh)
-        restarted, map_records = self._tail.read_new(self._map_topic, 0)
-        if restarted:
             self._segments.clear()
             self._built.clear()
-        for tp in apply_segment_records(self._segments, map_records) | set(fresh):
-            self._built.pop(tp, None)
+        else:
+            raise MirrorflowError(
+                f"the state topics '{self._progress_topic}' and '{self._map_topic}' on cluster '{self._cluster}' "
+                f"were re-created {RELOADS} times while being read: pause whatever deletes them and run this again"
+            )
+        copied = any(p.records_copied > 0 for p in self._progress.values())
+        if copied and not self._tail.has_read(self._map_topic, 0):
+            raise map_topic_missing(self._cluster, self._map_topic, self._progress_topic)
         wanted = None if topics is None else set(topics)
         maps: dict[TopicPartition, OffsetMap] = {}
         progress: dict[TopicPartition, Progress] = {}
@@ -68,12 +82,21 @@ class OffsetMapTail:
             if wanted is not None and tp[0] not in wanted:
                 continue
             if tp not in self._built:
-                self._built[tp] = restore_at_progress(tp, self._segments.get(tp, {}).values(), stored)
+                self._built[tp] = restore_at_progress(tp, segments_of(self._segments, tp), stored)
             built = self._built[tp]
             progress[tp] = stored
             if built is not None:
                 maps[tp] = built
         return FlowOffsetMaps(maps, progress=progress)
+
+    def _read_new(self) -> bool:
+        """Apply what the two topics gained (the progress first: the cut); whether either was re-created."""
+        progress_restarted, progress_records = self._tail.read_new(self._progress_topic, 0)
+        changed = apply_progress_records(self._progress, progress_records)
+        map_restarted, map_records = self._tail.read_new(self._map_topic, 0)
+        for tp in apply_segment_records(self._segments, map_records) | changed:
+            self._built.pop(tp, None)
+        return progress_restarted or map_restarted
 
     def close(self) -> None:
         self._tail.close()

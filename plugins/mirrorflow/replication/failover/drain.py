@@ -14,8 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from mirrorflow.core.errors import MirrorflowError
-from mirrorflow.core.progress import decode_progress, progress_topic
-from mirrorflow.kafka.compacted_log import read_to_end
+from mirrorflow.core.progress import progress_topic
 from mirrorflow.kafka.offsets import list_offsets
 from mirrorflow.replication.copy_plan import copyable, plan_copy
 from mirrorflow.replication.copy_range import copy_range
@@ -23,6 +22,7 @@ from mirrorflow.replication.copy_task import CopyResult, CopyTask
 from mirrorflow.replication.failover.runbook import TP, Context, Outcome, done, plan_partitions, tp_key
 from mirrorflow.replication.flow_cycle import TOPICS, run_control_plane
 from mirrorflow.replication.flow_rules import FlowRules, internal_separator
+from mirrorflow.replication.state_records import read_progress
 
 log = logging.getLogger(__name__)
 COPY_ATTEMPTS = 5
@@ -30,16 +30,12 @@ COPY_ATTEMPTS = 5
 
 def copied_to(ctx: Context) -> dict[TP, int]:
     """The copy's committed progress per source partition: the next upstream offset it will read."""
-    found: dict[TP, int] = {}
     topic = progress_topic(ctx.flow.source, internal_separator(ctx.flow))
     conf = ctx.flow.target_consumer.librdkafka()
     keep = FlowRules.of(ctx.flow).should_replicate_topic
-    for _p, _o, key, value, _ts in read_to_end(ctx.flow.target, conf, topic, partitions=[0], timeout_s=ctx.timeout_s):
-        if key is not None and value is not None:
-            progress = decode_progress(key, value)
-            if keep(progress.topic):  # the progress topic is shared by every flow out of this source
-                found[(progress.topic, progress.partition)] = progress.next_upstream
-    return found
+    stored = read_progress(ctx.flow.target, conf, topic, timeout_s=ctx.timeout_s)
+    # the progress topic is shared by every flow out of this source
+    return {tp: p.next_upstream for tp, p in stored.items() if keep(tp[0])}
 
 
 def log_starts(ctx: Context, partitions: list[TP]) -> dict[TP, int]:

@@ -115,8 +115,9 @@ def on_a_copy(inverse: FlowOffsetMaps, topic: str, partition: int, offset: int) 
 def split_stale(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The rows of the groups that can move, and the stale positions: a group with a position that has no
     exact translation (older than the copied history, as MM2 would not checkpoint it) is not moved at all, so
-    that it never resumes half on the target; the others are not held up by it (unless --strict-groups)."""
-    stale = [r for r in rows if r["status"] == "before-history"]
+    that it never resumes half on the target; the others are not held up by it (unless --strict-groups). A
+    position on a partition whose offset map is missing (`map-missing`) has no exact translation either."""
+    stale = [r for r in rows if r["status"] in ("before-history", "map-missing")]
     skipped_groups = {r["group"] for r in stale}
     skipped = [
         {k: r[k] for k in ("group", "topic", "partition", "upstream_offset")} | {"reason": r["status"]} for r in stale

@@ -1,0 +1,164 @@
+"""How every reader applies the stored state records (progress and offset map), in log order.
+
+One set of rules for the copy's own set-up (`copy_setup`), the one-off readers (`read_offset_maps`) and the
+tailing ones (`OffsetMapTail`), so that they can never disagree on what the stored history says:
+
+- progress: the last record per source partition wins; a tombstone means "no progress" (what `mirrorflow
+  reset` writes), at once, not only after compaction has removed the older records.
+- offset map: the last record per key wins, a tombstone deletes its segment, and a segment stored at upstream
+  start S replaces every segment at or after S and cuts the one before it at S. The copy only ever rewrites its
+  history from some offset onwards (a tail that grew, or an at-least-once copy that resumed from an older
+  progress record and copied the tail again); the later copy is the one a consumer reads.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Collection, Iterable, Mapping
+
+from mirrorflow.core.errors import MirrorflowError
+from mirrorflow.core.offset_map import Segment, decode_segment, decode_segment_key
+from mirrorflow.core.progress import Progress, decode_progress, decode_progress_key
+from mirrorflow.kafka.compacted_log import OPEN_TRANSACTION_WAIT_S, read_to_end
+
+TopicPartition = tuple[str, int]
+RawRecord = tuple[bytes | None, bytes | None]
+"""(key, value) of a stored record, in log order."""
+
+
+class PartitionSegments:
+    """The live segments of one source partition, in upstream order.
+
+    Applying a record costs O(log n) amortised, whatever the history's length: because a put replaces the
+    whole suffix from its start, the segments stay sorted in insertion order, and a sorted list of starts
+    (bisect) finds the suffix. Tombstones only remove from the dict; their starts are dropped from the list
+    lazily (each start is appended once and removed once).
+    """
+
+    __slots__ = ("_by_start", "_starts")
+
+    def __init__(self) -> None:
+        self._by_start: dict[int, Segment] = {}
+        self._starts: list[int] = []  # ascending; may hold starts of deleted segments (see the docstring)
+
+    def __len__(self) -> int:
+        return len(self._by_start)
+
+    def values(self) -> list[Segment]:
+        """The segments in upstream order."""
+        return list(self._by_start.values())
+
+    def put(self, segment: Segment) -> None:
+        start = segment.upstream_start
+        i = bisect_left(self._starts, start)
+        for later in self._starts[i:]:
+            self._by_start.pop(later, None)
+        del self._starts[i:]
+        for j in range(i - 1, -1, -1):  # the nearest live segment before `start` is the only one reaching it
+            before = self._by_start.get(self._starts[j])
+            if before is None:
+                continue
+            if before.upstream_end > start:
+                self._by_start[before.upstream_start] = Segment(
+                    before.upstream_start, before.downstream_start, start - before.upstream_start
+                )
+            break
+        self._starts.append(start)
+        self._by_start[start] = segment
+
+    def delete(self, upstream_start: int) -> None:
+        if self._by_start.pop(upstream_start, None) is not None and len(self._starts) > 2 * len(self._by_start) + 64:
+            self._starts = list(self._by_start)
+
+
+SegmentStore = dict[TopicPartition, PartitionSegments]
+"""The live segments per source partition."""
+
+
+def segments_of(store: SegmentStore, tp: TopicPartition) -> list[Segment]:
+    """The live segments of `tp` in upstream order (none if it has no record)."""
+    found = store.get(tp)
+    return [] if found is None else found.values()
+
+
+def apply_segment_records(
+    segments: SegmentStore, records: Iterable[RawRecord], *, topics: Collection[str] | None = None
+) -> set[TopicPartition]:
+    """Apply offset-map records (log order) to `segments`; the partitions they touched."""
+    wanted = None if topics is None else set(topics)
+    touched: set[TopicPartition] = set()
+    for key, value in records:
+        if key is None:
+            continue
+        if value is None:
+            topic, partition, start = decode_segment_key(key)
+            if wanted is None or topic in wanted:
+                if (topic, partition) in segments:
+                    segments[(topic, partition)].delete(start)
+                touched.add((topic, partition))
+            continue
+        topic, partition, segment = decode_segment(key, value)
+        if wanted is not None and topic not in wanted:
+            continue
+        segments.setdefault((topic, partition), PartitionSegments()).put(segment)
+        touched.add((topic, partition))
+    return touched
+
+
+def apply_progress_records(
+    progress: dict[TopicPartition, Progress],
+    records: Iterable[RawRecord],
+    *,
+    topics: Collection[str] | None = None,
+) -> set[TopicPartition]:
+    """Apply progress records (log order) to `progress`, a tombstone removing its partition; the partitions
+    they touched. A tombstone whose key is not a progress key (no copy writes one) is skipped."""
+    wanted = None if topics is None else set(topics)
+    touched: set[TopicPartition] = set()
+    for key, value in records:
+        if key is None:
+            continue
+        if value is None:
+            try:
+                tp = decode_progress_key(key)
+            except MirrorflowError:
+                continue
+            if wanted is None or tp[0] in wanted:
+                progress.pop(tp, None)
+                touched.add(tp)
+            continue
+        record = decode_progress(key, value)
+        if wanted is None or record.topic in wanted:
+            progress[(record.topic, record.partition)] = record
+            touched.add((record.topic, record.partition))
+    return touched
+
+
+def latest_progress(
+    progress_records: Iterable[RawRecord], *, topics: Collection[str] | None = None
+) -> dict[TopicPartition, Progress]:
+    """The live progress per source partition (only for `topics` if given)."""
+    progress: dict[TopicPartition, Progress] = {}
+    apply_progress_records(progress, progress_records, topics=topics)
+    return progress
+
+
+def read_progress(
+    cluster: str,
+    conf: Mapping[str, str],
+    topic: str,
+    *,
+    timeout_s: float,
+    wait_s: float = OPEN_TRANSACTION_WAIT_S,
+    topics: Collection[str] | None = None,
+) -> dict[TopicPartition, Progress]:
+    """The live progress in progress topic `topic` (partition 0) on `cluster`, read to its true end.
+    Best-effort readers (metrics, health) pass a short `wait_s`: an open transaction then fails them quickly
+    with `StalledReadError` instead of holding them for `OPEN_TRANSACTION_WAIT_S`."""
+    records = (
+        (key, value)
+        for _p, _o, key, value, _ts in read_to_end(
+            cluster, conf, topic, partitions=[0], timeout_s=timeout_s, wait_s=wait_s
+        )
+    )
+    return latest_progress(records, topics=topics)

@@ -1,0 +1,168 @@
+"""How readers apply stored state records (no broker): the segment store against the rule it replaced, progress
+tombstones, a map missing under its progress, the leading-gap rule, the copy's own set-up after a partial
+at-least-once commit, and the stall errors of `compacted_log`."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from types import SimpleNamespace
+from typing import Any, cast
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import mirrorflow.replication.copy_setup as copy_setup
+from mirrorflow.core.offset_map import Segment, encode_segment, encode_segment_key
+from mirrorflow.core.progress import Progress, encode_progress, encode_progress_key
+from mirrorflow.kafka import compacted_log
+from mirrorflow.replication.copy_task import CopyTask
+from mirrorflow.replication.offset_translation import FlowOffsetMaps, RawRecord, Translation, assemble_offset_maps
+from mirrorflow.replication.state_records import PartitionSegments
+
+
+def reference_put(stored: dict[int, Segment], segment: Segment) -> None:
+    """The rule readers applied before the segment store (quadratic: every put scanned every segment). Kept
+    here as the reference the store must agree with."""
+    start = segment.upstream_start
+    for other_start, other in list(stored.items()):
+        if other_start == start or other.upstream_end <= start:
+            continue
+        if other_start > start:
+            del stored[other_start]
+        else:
+            stored[other_start] = Segment(other_start, other.downstream_start, start - other_start)
+    stored[start] = segment
+
+
+def random_history(rng: random.Random, steps: int) -> list[tuple[int, Segment | None]]:
+    """(upstream start, segment or None for a tombstone) as a copy writes them: runs that grow, gaps, resumes
+    from an older offset (at-least-once re-copies) and prunes of the oldest segments."""
+    history: list[tuple[int, Segment | None]] = []
+    u = d = 0
+    live: list[int] = []
+    for _ in range(steps):
+        roll = rng.random()
+        if roll < 0.1 and live:
+            start = live.pop(0)
+            history.append((start, None))
+            continue
+        if roll < 0.25 and u > 0:
+            u = rng.randrange(0, u)  # resume from an older progress record
+        u += rng.randrange(0, 3)
+        d += rng.randrange(0, 3)
+        length = rng.randrange(1, 8)
+        history.append((u, Segment(u, d, length)))
+        live = sorted({*(s for s in live if s < u), u})
+        u, d = u + length, d + length
+    return history
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), steps=st.integers(1, 80))
+def test_the_segment_store_applies_records_as_the_reference_rule_does(seed: int, steps: int) -> None:
+    store, reference = PartitionSegments(), {}
+    for start, segment in random_history(random.Random(seed), steps):
+        if segment is None:
+            store.delete(start)
+            reference.pop(start, None)
+        else:
+            store.put(segment)
+            reference_put(reference, segment)
+        assert store.values() == sorted(reference.values(), key=lambda s: s.upstream_start)
+
+
+def progress(topic: str, next_upstream: int, downstream_end: int, copied: int) -> Progress:
+    return Progress(topic, 0, next_upstream, downstream_end, copied, 0, 0)
+
+
+def segment(u: int, d: int, n: int) -> RawRecord:
+    return encode_segment("t", 0, Segment(u, d, n))
+
+
+def test_a_progress_tombstone_means_no_progress_for_readers() -> None:
+    """`mirrorflow reset` tombstones progress; readers used to skip tombstones and keep the old record until
+    compaction removed it."""
+    records = [encode_progress(progress("t", 10, 10, 10)), (encode_progress_key("t", 0), None)]
+    maps = assemble_offset_maps([segment(0, 0, 10)], records)
+    assert ("t", 0) not in maps
+    assert FlowOffsetMaps(maps).translate("t", 0, 5).status == "not-copied"
+
+
+def test_progress_with_copied_records_but_no_map_translates_nothing() -> None:
+    """The map's records were deleted: every offset used to translate to the replicated end, labelled exact."""
+    stored = progress("t", 20, 20, 20)
+    maps = FlowOffsetMaps(assemble_offset_maps([], [encode_progress(stored)]), progress={("t", 0): stored})
+    maps.learn_log_starts({("t", 0): 0})  # what `learn_leading_gaps` supplies: the copy read from log start 0
+    assert maps.translate("t", 0, 5) == Translation(None, "map-missing")
+    nothing_copied = progress("t", 20, 0, 0)  # every record read was filtered out: the replicated end is right
+    maps = FlowOffsetMaps(assemble_offset_maps([], [encode_progress(nothing_copied)]))
+    assert maps.translate("t", 0, 20).offset == 0
+
+
+def test_the_leading_gap_rule_needs_the_copys_whole_history() -> None:
+    """0..9 -> 0..9 then 10..19 -> 10..19 were copied (progress: 20 records); the first segment's record was
+    deleted. Offset 3 used to translate to the first surviving segment (10), past seven unread records."""
+    stored = progress("t", 20, 20, 20)
+    maps = FlowOffsetMaps(
+        assemble_offset_maps([segment(10, 10, 10)], [encode_progress(stored)]), progress={("t", 0): stored}
+    )
+    maps.learn_log_starts({("t", 0): 0})
+    assert maps.translate("t", 0, 3).status == "before-history"
+    assert maps.translate("t", 0, 12).offset == 12
+    whole = FlowOffsetMaps(
+        assemble_offset_maps([segment(5, 0, 15)], [encode_progress(progress("t", 20, 15, 15))]),
+        progress={("t", 0): progress("t", 20, 15, 15)},
+    )
+    whole.learn_log_starts({("t", 0): 0})  # 0..4 were read and not copied: a real leading gap
+    assert whole.translate("t", 0, 3).offset == 0
+
+
+def fake_task() -> CopyTask:
+    fields = {
+        "target": "B",
+        "target_consumer": {},
+        "offset_map_topic": "map",
+        "progress_topic": "progress",
+        "timeout_s": 1.0,
+        "topic": "t",
+        "partition": 0,
+    }
+    return cast(CopyTask, SimpleNamespace(**fields))
+
+
+def test_a_partial_at_least_once_commit_does_not_make_the_copy_refuse_its_own_history(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """At-least-once: run 1 committed 0..9 (progress 10). Run 2 grew the tail to 0..19 and crashed before its
+    progress. Run 3 resumed at 10, copied 10..19 again to 20..29, and its commit delivered the new segment at 10
+    but not the rewrite of the one at 0 before it crashed. The stored records, as the broker holds them:"""
+    stored: list[RawRecord] = [segment(0, 0, 10), segment(0, 0, 20), segment(10, 20, 10)]
+
+    def read_to_end(*_args: Any, **_kwargs: Any) -> Iterator[tuple[int, int, bytes | None, bytes | None, int]]:
+        for offset, (key, value) in enumerate(stored):
+            yield 0, offset, key, value, 0
+
+    monkeypatch.setattr(copy_setup, "read_to_end", read_to_end)
+    segments = copy_setup.load_segments(fake_task())
+    restored = copy_setup.restore_map(segments, progress("t", 10, 10, 10), 10)  # used to raise at every restart
+    assert restored.upstream_end == 10
+    assert segments == [Segment(0, 0, 10), Segment(10, 20, 10)]
+
+
+def test_a_stall_blames_a_transaction_only_where_one_was_seen() -> None:
+    seen = compacted_log._blocked("B", "s", {0: 5}, {0: 3}, 2.0, {0})
+    assert isinstance(seen, compacted_log.OpenTransactionError)
+    assert "--start-offset 3" in str(seen) and "unless" not in str(seen)
+    unseen = compacted_log._blocked("B", "s", {0: 5}, {0: 3}, 2.0, set())
+    assert not isinstance(unseen, compacted_log.OpenTransactionError)
+    assert "kafka-transactions" not in str(unseen) and "still open" not in str(unseen)
+    assert "leader" in str(unseen) and "s-0 at offset 3" in str(unseen)
+
+
+def test_key_of_an_unknown_tombstone_is_skipped() -> None:
+    """A tombstone no copy writes (a stray key) does not break readers; progress and the map stay."""
+    records = [encode_progress(progress("t", 10, 10, 10)), (b"not a progress key", None)]
+    maps = assemble_offset_maps([segment(0, 0, 10), (encode_segment_key("u", 0, 0), None)], records)
+    assert FlowOffsetMaps(maps).translate("t", 0, 5).offset == 5
