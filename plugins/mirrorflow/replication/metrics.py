@@ -27,6 +27,7 @@ from mirrorflow.kafka.compacted_log import read_to_end
 from mirrorflow.kafka.metrics_store import read_snapshots, record_timestamps
 from mirrorflow.kafka.offsets import list_offsets
 from mirrorflow.kafka.topics import list_topic_partitions
+from mirrorflow.replication.copy_task import flow_reads_committed
 
 if TYPE_CHECKING:  # copy tasks import this module on executors, which must not need pydantic
     from mirrorflow.config.model import Flow
@@ -231,7 +232,7 @@ def flow_views(flow: Flow, *, now_ms: int | None = None, timeout_s: float | None
     sep = flow.replication_policy_separator if flow.internal_topic_separator_enabled else "."
     target_conf = flow.target_consumer.librdkafka()
     source_conf = flow.source_consumer.librdkafka()
-    exactly_once = flow.delivery == "exactly-once"
+    committed = flow_reads_committed(flow)  # the copy's isolation: the end it can reach
     progress: dict[tuple[str, int], int] = {}
     for _p, _o, key, value, _ts in read_to_end(
         flow.target, target_conf, progress_topic(flow.source, sep), partitions=[0], timeout_s=timeout
@@ -256,12 +257,12 @@ def flow_views(flow: Flow, *, now_ms: int | None = None, timeout_s: float | None
         flow.source,
         wanted,
         latest=True,
-        read_committed=exactly_once,
+        read_committed=committed,
         timeout_s=timeout,
     )
     positions = {tp: progress.get(tp, snapshots[tp].next_upstream if tp in snapshots else 0) for tp in wanted}
     lagging = {tp: pos for tp, pos in positions.items() if ends.get(tp, 0) > pos}
-    oldest = record_timestamps(flow.source, source_conf, lagging, read_committed=exactly_once, timeout_s=timeout)
+    oldest = record_timestamps(flow.source, source_conf, lagging, read_committed=committed, timeout_s=timeout)
     now = int(time.time() * 1000) if now_ms is None else now_ms
     policy = flow.policy()
     views = []
