@@ -58,7 +58,10 @@ from mirrorflow.replication.copy_setup import (
     start_metrics,
     start_transforms,
 )
+from mirrorflow.replication.copy_stall import CopyStalled, stalled_message
 from mirrorflow.replication.copy_task import CopyResult, CopyTask, buffer_settings
+
+__all__ = ["CopyStalled", "copy_range"]
 from mirrorflow.replication.metrics import PartitionMetrics
 from mirrorflow.replication.offset_sync_writer import OffsetSyncWriter, newest_offset_sync
 
@@ -98,16 +101,21 @@ def copy_range(
         return _copy_range(task, on_batch, stop, idle_limit_s)
     except RecordTooLarge as err:
         remote_limit = limit_now(task.target_producer, task.remote_topic, task.timeout_s)
-        grown = remote_limit is not None and remote_limit > (err.writer_limit or 0) and not err.operator_cap
-        if not grown:
-            source_limit = limit_now(task.source_consumer, task.topic, task.timeout_s)
-            raise err.explained(remote_limit or err.writer_limit, source_limit) from err
+        grown = remote_limit is not None and remote_limit > (err.writer_limit or 0)
+        if err.operator_cap or err.topic != task.remote_topic or not grown:
+            raise _explained(task, err, remote_limit) from err
         log.info("flow %s: %s's max.message.bytes is now %s: copying again", task.flow, task.remote_topic, remote_limit)
-    return _copy_range(replace(task, max_message_bytes=remote_limit), on_batch, stop, idle_limit_s)
+    try:
+        return _copy_range(replace(task, max_message_bytes=remote_limit), on_batch, stop, idle_limit_s)
+    except RecordTooLarge as err:
+        raise _explained(task, err, remote_limit) from err
 
 
-class CopyStalled(MirrorflowError):
-    """An interval copy read nothing for `idle_limit_s` while short of its end."""
+def _explained(task: CopyTask, err: RecordTooLarge, remote_limit: int | None) -> RecordTooLarge:
+    """The refusal with the limits read now: the remote topic's, and the source topic's (a record above it
+    arrived compressed)."""
+    source_limit = limit_now(task.source_consumer, task.topic, task.timeout_s)
+    return err.explained(remote_limit or err.writer_limit, source_limit)
 
 
 def _copy_range(
@@ -376,17 +384,6 @@ def _copy(
             syncs.close()
         if metrics is not None:
             metrics[1].close()
-
-
-def stalled_message(task: CopyTask, at: int, idle_s: float) -> str:
-    """Why an interval copy gave up short of its end, and what to do."""
-    isolation = "read_committed" if task.read_committed else "read_uncommitted"
-    return (
-        f"flow {task.flow}: copying {task.topic}-{task.partition} read nothing for {idle_s:g} s at offset {at}, "
-        f"short of its end {task.end} ({isolation}: a source transaction still open below the end holds a "
-        "read_committed reader back). Nothing was lost: the copy committed up to its progress. End or wait "
-        "for the source transaction, then run again."
-    )
 
 
 def _publish(metrics: tuple[PartitionMetrics, MetricsPublisher]) -> None:
