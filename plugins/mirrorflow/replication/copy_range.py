@@ -26,8 +26,9 @@ The map forgets history below the source log start (retention, `delete_records`)
 reader sees the log start move, segments wholly below it become tombstones in the next transaction, after
 `offset_syncs` has seen their records.
 
-Set-up reads (source bounds, stored progress, offset map and metrics) run in parallel threads: they are round
-trips that release the GIL, and they cost more than copying a small range.
+Set-up reads (source bounds, stored progress, offset map, metrics and, once fencing is done, the offset-syncs
+tail) run in parallel threads: they are round trips that release the GIL, and they cost more than copying a
+small range.
 """
 
 from __future__ import annotations
