@@ -61,10 +61,10 @@ from mirrorflow.replication.copy_setup import (
 )
 from mirrorflow.replication.copy_stall import CopyStalled, stalled_message
 from mirrorflow.replication.copy_task import CopyResult, CopyTask, buffer_settings
-
-__all__ = ["CopyStalled", "copy_range"]
 from mirrorflow.replication.metrics import PartitionMetrics
 from mirrorflow.replication.offset_sync_writer import OffsetSyncWriter, newest_offset_sync
+
+__all__ = ["CopyStalled", "copy_range"]
 
 log = logging.getLogger(__name__)
 
@@ -228,7 +228,10 @@ def _copy(
         moved_at, moved_to = time.monotonic(), start
 
         def stalled() -> bool:
-            return idle_limit_s is not None and end is not None and time.monotonic() - moved_at >= idle_limit_s
+            """An interval copy short of its end that has not moved for `idle_limit_s`."""
+            if idle_limit_s is None or end is None or consumed_to >= end:
+                return False
+            return time.monotonic() - moved_at >= idle_limit_s
 
         def ending() -> bool:
             """The run's time is up, a sibling range failed, or an interval copy has read nothing for
