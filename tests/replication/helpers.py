@@ -41,14 +41,20 @@ def a_to_b(write_config: Callable[..., MirrorConfig], body: str = "", **keys: st
 
 
 def failover_config(
-    write_config: Callable[..., MirrorConfig], admin: AdminClient, topic: str, partitions: int, groups: str
+    write_config: Callable[..., MirrorConfig],
+    admin: AdminClient,
+    topic: str,
+    partitions: int,
+    groups: str,
+    body: str = "",
 ) -> MirrorConfig:
-    """`topic` created on A, and a config mirroring it and the `groups` regex from A to B. Heartbeats are not
-    replicated: the session clusters are shared, and other tests' heartbeats must not count in a drain."""
+    """`topic` created on A, and a config mirroring it and the `groups` regex from A to B (then `body`).
+    Heartbeats are not replicated: the session clusters are shared, and other tests' heartbeats must not count
+    in a drain."""
     create_topic(admin, topic, partitions)
     config: MirrorConfig = write_config(
         f"A->B.enabled = true\nA->B.topics = {topic}\nA->B.groups = {groups}\n"
-        "A->B.heartbeats.replication.enabled = false\n"
+        "A->B.heartbeats.replication.enabled = false\n" + body
     )
     return config
 

@@ -11,15 +11,29 @@ producer the test controls is the deterministic reproduction.
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 from tests.kafka_helpers import KafkaKit, read_partition
-from tests.replication.helpers import KEEP_FOREVER, a_to_b, copy_all, create_copy_topics
+from tests.replication.helpers import (
+    KEEP_FOREVER,
+    a_to_b,
+    commit_offsets,
+    copy_all,
+    copy_tasks,
+    create_copy_topics,
+    failover_config,
+)
 
 from mirrorflow.config.model import Flow, MirrorConfig
+from mirrorflow.replication.copy_range import CopyStalled, copy_range
+from mirrorflow.replication.failover.runbook import FailoverOptions, run_failover
+from mirrorflow.replication.flow_cycle import TOPICS, run_control_plane
 
 pytestmark = pytest.mark.integration
 
@@ -88,3 +102,63 @@ def test_switching_to_read_committed_during_an_open_transaction_is_not_a_recreat
     txn.commit_transaction(30)
     assert copy_all(default, topic) == 0
     assert copied_values(kafka, topic) == [b"committed-0"] + [f"open-{i}".encode() for i in range(5)]
+
+
+def test_a_planned_failover_at_least_once_is_not_held_by_an_open_source_transaction(
+    tmp_path: Path, write_config: Callable[..., MirrorConfig], kafka: KafkaKit
+) -> None:
+    """The drain copies to the end its reader can reach: an at-least-once copy reads read_committed, so its end
+    is the last stable offset, and the open transaction's records are counted at risk (not waited for)."""
+    topic, group = kafka.topic("iso-fo"), f"iso-fo-{uuid.uuid4().hex[:8]}"
+    config = failover_config(
+        write_config, kafka.admin("A"), topic, 1, group, "A->B.mirrorflow.delivery = at-least-once\n"
+    )
+    producer = kafka.producer("A")
+    producer.produce(topic, value=b"committed-0", partition=0)
+    assert producer.flush(30) == 0
+    run_control_plane(config.flow("A->B"), steps={TOPICS})
+    assert copy_all(config.flow("A->B"), topic) == 1
+    commit_offsets(kafka.admin("A"), group, {(topic, 0): 1})
+    txn = open_transaction(kafka, topic, [f"open-{i}".encode() for i in range(5)])
+    options = FailoverOptions(
+        config=config.path,
+        primary="A",
+        dr="B",
+        groups=group,
+        state_dir=str(tmp_path / "state"),
+        fence="command",
+        fence_command="true",
+        fence_verify_seconds=0.5,
+        open_transaction_wait_seconds=1.0,
+    )
+    box: dict[str, Any] = {}
+    runner = threading.Thread(target=lambda: box.update(report=run_failover(options)), daemon=True)
+    runner.start()
+    runner.join(60)
+    held = runner.is_alive()
+    txn.abort_transaction(30)  # frees a held drain either way
+    runner.join(60)
+
+    assert not held, "the drain waited for the open source transaction"
+    report = box["report"]
+    assert report["completed"], report
+    assert [p["records_at_risk"] for p in report["partitions"]] == [5]
+    assert copied_values(kafka, topic) == [b"committed-0"]
+
+
+def test_an_interval_copy_held_short_of_its_end_fails_after_its_idle_limit(
+    write_config: Callable[..., MirrorConfig], kafka: KafkaKit
+) -> None:
+    """An end a read_committed reader cannot reach (the high watermark, above an open transaction) is a clear
+    error after `idle_limit_s` (the drain's bound), not a wait for the transaction's outcome."""
+    topic, flow = setup(write_config, kafka, None)
+    txn = open_transaction(kafka, topic, [f"open-{i}".encode() for i in range(5)])
+    [task] = copy_tasks(flow, topic, end=6)
+    try:
+        started = time.monotonic()
+        with pytest.raises(CopyStalled, match=r"read nothing for 2 s at offset 1, short of its end 6"):
+            copy_range(task, idle_limit_s=2.0)
+        assert time.monotonic() - started < 20
+    finally:
+        txn.abort_transaction(30)
+    assert copied_values(kafka, topic) == [b"committed-0"]

@@ -14,6 +14,8 @@ from tests.kafka_helpers import KafkaKit, read_partition
 from tests.replication.helpers import KEEP_FOREVER, a_to_b, copy_all, create_copy_topics, stored_map, translate_by_hand
 
 from mirrorflow.config.model import MirrorConfig
+from mirrorflow.replication.copy_plan import SourcePartitions, plan_copy
+from mirrorflow.replication.copy_range import copy_range
 
 pytestmark = pytest.mark.integration
 
@@ -101,3 +103,35 @@ def test_exactly_once_copies_only_committed_transactions(
     assert end is not None
     for upstream in range(0, source_committed[-1][0] + 2):
         assert offset_map.translate(upstream) == translate_by_hand(pairs, upstream, end)
+
+
+def copy_for(flow: Any, topic: str, run_seconds: float | None) -> int:
+    """One interval run (`run_seconds` None) or one continuous run of that length; the records it copied."""
+    if run_seconds is None:
+        return copy_all(flow, topic)
+    [task] = plan_copy(flow, [SourcePartitions(topic, f"A.{topic}", 1)], interval=False, run_seconds=run_seconds)
+    return copy_range(task).records
+
+
+@pytest.mark.parametrize(
+    ("delivery", "run_seconds"), [("exactly-once", None), ("at-least-once", None), ("exactly-once", 0.5)]
+)
+def test_a_first_start_at_latest_stores_its_position_so_later_records_are_copied(
+    write_config: Callable[..., MirrorConfig], kafka: KafkaKit, delivery: str, run_seconds: float | None
+) -> None:
+    """`auto.offset.reset = latest` skips what was there before the first run, and nothing written after it."""
+    topic = kafka.topic("latest")
+    create_copy_topics(kafka.admin, topic, 1, KEEP_FOREVER)
+    flow = a_to_b(write_config, "A.consumer.auto.offset.reset = latest\n", **{"mirrorflow.delivery": delivery})
+    producer = kafka.producer("A")
+    producer.produce(topic, value=b"before", partition=0)
+    assert producer.flush(30) == 0
+    assert copy_for(flow, topic, run_seconds) == 0
+    for i in range(3):
+        producer.produce(topic, value=f"after-{i}".encode(), partition=0)
+    assert producer.flush(30) == 0
+
+    assert copy_for(flow, topic, run_seconds) == 3
+    assert copy_for(flow, topic, run_seconds) == 0
+    copied = [m.value() for m in read_partition(kafka.consumer("B"), f"A.{topic}", 0)]
+    assert copied == [f"after-{i}".encode() for i in range(3)]

@@ -23,7 +23,12 @@ from mirrorflow.config.model import MirrorConfig
 from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.core.offset_sync import OffsetSync
 from mirrorflow.kafka.compacted_log import read_to_end
+from mirrorflow.kafka.errors import KafkaOperationError
+from mirrorflow.kafka.transfer import TargetWriter
+from mirrorflow.replication import copy_range as copy_range_module
 from mirrorflow.replication.copy_range import copy_range
+from mirrorflow.replication.copy_task import CopyTask
+from mirrorflow.replication.offset_sync_writer import newest_offset_sync
 
 pytestmark = pytest.mark.integration
 
@@ -106,3 +111,36 @@ def test_offset_syncs_lost_in_an_outage_are_rewritten_by_the_next_run(
     healed = mm2_translations(store_classpath, kafka, lost, last)
     assert healed == mm2_translations(store_classpath, kafka, twin, last)
     assert healed[last] == f"{last}\t{twin_newest[1] + 1}", "a caught-up group translates to the end"
+
+
+def test_the_syncs_tail_is_read_after_older_writers_are_fenced(
+    write_config: Callable[..., MirrorConfig], kafka: KafkaKit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A zombie (an older attempt, same transactional id) that commits after the run read the syncs topic's tail
+    sends syncs newer than that tail, and the heal would rewrite older syncs behind them (upstream going
+    backwards, which MM2's OffsetSyncStore reads as a reset). Read after fencing, the tail is final: a zombie
+    holding an open transaction can no longer commit once the run reads it."""
+    topic = kafka.topic("zombie")
+    create_copy_topics(kafka.admin, topic, 1, KEEP_FOREVER)
+    produce(kafka, (topic,), 0, 10)
+    [task] = copy_tasks(a_to_b(write_config), topic)
+    zombie = TargetWriter(task.target, task.target_producer, transactional_id=task.transactional_id, timeout_s=10)
+    zombie.begin()
+    zombie.produce(task.remote_topic, 0, b"zombie", b"zombie")
+    zombie.flush()
+    outcome: list[str] = []
+
+    def zombie_commits_then_tail(t: CopyTask) -> tuple[int, int] | None:
+        try:
+            zombie.commit()
+            outcome.append("zombie committed")
+        except KafkaOperationError:
+            outcome.append("zombie fenced")
+        return newest_offset_sync(t)
+
+    monkeypatch.setattr(copy_range_module, "newest_offset_sync", zombie_commits_then_tail)
+    try:
+        assert copy_range(task).records == 10
+    finally:
+        zombie.close()
+    assert outcome == ["zombie fenced"]

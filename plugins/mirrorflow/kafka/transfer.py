@@ -23,7 +23,7 @@ from mirrorflow.core.transforms import TransformChain, TransformError, dead_lett
 from mirrorflow.kafka.clients import consumer as make_consumer
 from mirrorflow.kafka.clients import producer as make_producer
 from mirrorflow.kafka.errors import KafkaOperationError, error_code
-from mirrorflow.kafka.record_size import BROKER_TOO_LARGE_HINT, size_advice
+from mirrorflow.kafka.record_size import BROKER_TOO_LARGE_HINT, RecordTooLarge
 
 Message = Any  # confluent_kafka.Message; kept opaque above this layer.
 PARTITION_EOF = KafkaError._PARTITION_EOF
@@ -215,7 +215,7 @@ class TargetWriter:
                 # The local queue is full: serve delivery reports until there is room again.
                 self._producer.poll(0.1)
             except KafkaException as err:
-                raise self._produce_error(err, topic, partition, key, value) from err
+                raise self._produce_error(err, topic, partition, key, value, headers) from err
 
     def forward(
         self,
@@ -271,7 +271,7 @@ class TargetWriter:
             except BufferError:
                 self._produce_when_room(topic, partition, m, value, headers, on_delivery)
             except KafkaException as e:
-                raise self._produce_error(e, topic, partition, m.key(), value) from e
+                raise self._produce_error(e, topic, partition, m.key(), value, headers) from e
             upstream(offset)
             ts_sum += ts
             if ts < oldest:
@@ -308,18 +308,25 @@ class TargetWriter:
             except BufferError:
                 continue
             except KafkaException as err:
-                raise self._produce_error(err, topic, partition, m.key(), value) from err
+                raise self._produce_error(err, topic, partition, m.key(), value, headers) from err
 
     def _produce_error(
-        self, err: KafkaException, topic: str, partition: int, key: bytes | None, value: bytes | None
+        self,
+        err: KafkaException,
+        topic: str,
+        partition: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Sequence[tuple[str, bytes | None]] | None = None,
     ) -> KafkaOperationError:
-        """The error of a refused produce; a record above the producer's size limit says which key to raise."""
+        """The error of a refused produce; a record above the producer's size limit (its size counts the headers,
+        as librdkafka's check does) says which key to raise."""
         if error_code(err) != TOO_LARGE:
             return KafkaOperationError(self.cluster, f"producing to {topic}-{partition}", err)
         size = len(key or b"") + len(value or b"")
-        advice = size_advice(self.cluster, size, operator_cap=self._operator_cap, topic_limit=self._topic_limit)
-        return KafkaOperationError(
-            self.cluster, f"producing a record of {size} bytes to {topic}-{partition} ({advice})", err
+        size += sum(len(name.encode()) + len(data or b"") for name, data in headers or ())
+        return RecordTooLarge(
+            self.cluster, topic, partition, size, err, operator_cap=self._operator_cap, writer_limit=self._topic_limit
         )
 
     def poll(self) -> None:

@@ -25,7 +25,7 @@ from mirrorflow.core.progress import progress_topic
 from mirrorflow.kafka.clients import admin_client
 from mirrorflow.kafka.offsets import list_offsets
 from mirrorflow.kafka.topics import max_message_bytes, topic_ids
-from mirrorflow.replication.copy_task import CopyResult, CopyTask
+from mirrorflow.replication.copy_task import CopyResult, CopyTask, reads_committed
 from mirrorflow.replication.discovery import FlowPlan
 from mirrorflow.replication.metrics import metrics_topic
 
@@ -49,17 +49,6 @@ def internal_separator(flow: Flow) -> str:
 def transactional_id(flow: Flow, topic: str, partition: int) -> str:
     """Fixed per flow and source partition, so any later attempt fences every earlier one."""
     return f"mirrorflow|{flow.source}->{flow.target}|{topic}|{partition}"
-
-
-def reads_committed(exactly_once: bool, source_consumer: Mapping[str, str]) -> bool:
-    """The copy's source isolation. Exactly-once reads committed records only (a transaction on the target cannot
-    make an aborted source record right). At-least-once does too by default, so records of a source transaction
-    that later aborts never reach the target; `<source>.consumer.isolation.level = read_uncommitted` is honoured
-    there, as MM2 honours it: it copies every record written, aborted ones included, and copies records of open
-    transactions without waiting for their outcome."""
-    if exactly_once:
-        return True
-    return source_consumer.get("isolation.level", "read_committed").strip().lower() != "read_uncommitted"
 
 
 def plan_copy(

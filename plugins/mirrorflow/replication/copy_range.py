@@ -26,8 +26,9 @@ The map forgets history below the source log start (retention, `delete_records`)
 reader sees the log start move, segments wholly below it become tombstones in the next transaction, after
 `offset_syncs` has seen their records.
 
-Set-up reads (source bounds, stored progress, offset map and metrics) run in parallel threads: they are round
-trips that release the GIL, and they cost more than copying a small range.
+Set-up reads (source bounds, stored progress, offset map, metrics and, once fencing is done, the offset-syncs
+tail) run in parallel threads: they are round trips that release the GIL, and they cost more than copying a
+small range.
 """
 
 from __future__ import annotations
@@ -36,12 +37,14 @@ import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.core.offset_map import Segment
 from mirrorflow.core.progress import Progress
 from mirrorflow.kafka.metrics_store import MetricsPublisher
 from mirrorflow.kafka.offsets import partition_bounds
+from mirrorflow.kafka.record_size import RecordTooLarge, limit_now
 from mirrorflow.kafka.transfer import Batch, PartitionReader, TargetWriter
 from mirrorflow.replication.copy_commit import commit_batch
 from mirrorflow.replication.copy_setup import (
@@ -56,9 +59,12 @@ from mirrorflow.replication.copy_setup import (
     start_metrics,
     start_transforms,
 )
+from mirrorflow.replication.copy_stall import CopyStalled, stalled_message
 from mirrorflow.replication.copy_task import CopyResult, CopyTask, buffer_settings
 from mirrorflow.replication.metrics import PartitionMetrics
 from mirrorflow.replication.offset_sync_writer import OffsetSyncWriter, newest_offset_sync
+
+__all__ = ["CopyStalled", "copy_range"]
 
 log = logging.getLogger(__name__)
 
@@ -79,9 +85,46 @@ failed)."""
 
 
 def copy_range(
-    task: CopyTask, *, on_batch: Callable[[CopyResult], None] | None = None, stop: Stop | None = None
+    task: CopyTask,
+    *,
+    on_batch: Callable[[CopyResult], None] | None = None,
+    stop: Stop | None = None,
+    idle_limit_s: float | None = None,
 ) -> CopyResult:
-    """Copy records of one partition until `task.end` (interval), `task.run_seconds` (continuous) or `stop`."""
+    """Copy records of one partition until `task.end` (interval), `task.run_seconds` (continuous) or `stop`.
+
+    `idle_limit_s`: an interval copy that reads nothing for that long while short of its end fails with
+    `CopyStalled` instead of waiting on (the failover drain's bound). A record the writer refuses for its size
+    makes the copy read the remote topic's limit again, once: raised since planning (a Spark retry keeps the
+    planned task), the copy starts again with a writer that follows it; otherwise the error gives the limits
+    read now."""
+    try:
+        return _copy_range(task, on_batch, stop, idle_limit_s)
+    except RecordTooLarge as err:
+        remote_limit = limit_now(task.target_producer, task.remote_topic, task.timeout_s)
+        grown = remote_limit is not None and remote_limit > (err.writer_limit or 0)
+        if err.operator_cap or err.topic != task.remote_topic or not grown:
+            raise _explained(task, err, remote_limit) from err
+        log.info("flow %s: %s's max.message.bytes is now %s: copying again", task.flow, task.remote_topic, remote_limit)
+    try:
+        return _copy_range(replace(task, max_message_bytes=remote_limit), on_batch, stop, idle_limit_s)
+    except RecordTooLarge as err:
+        raise _explained(task, err, remote_limit) from err
+
+
+def _explained(task: CopyTask, err: RecordTooLarge, remote_limit: int | None) -> RecordTooLarge:
+    """The refusal with the limits read now: the remote topic's, and the source topic's (a record above it
+    arrived compressed)."""
+    source_limit = limit_now(task.source_consumer, task.topic, task.timeout_s)
+    return err.explained(remote_limit or err.writer_limit, source_limit)
+
+
+def _copy_range(
+    task: CopyTask,
+    on_batch: Callable[[CopyResult], None] | None,
+    stop: Stop | None,
+    idle_limit_s: float | None,
+) -> CopyResult:
     with ThreadPoolExecutor(max_workers=4, thread_name_prefix="copy-setup") as pool:
         bounds = pool.submit(
             partition_bounds,
@@ -93,8 +136,8 @@ def copy_range(
             stable=task.start_at_latest and task.read_committed,
         )
         metric_bytes = pool.submit(load_metric_bytes, task)
-        newest_sync = pool.submit(newest_offset_sync, task)
-        # Fencing first: the progress and map read below are final only once no older writer can commit.
+        # Fencing first: the progress, map and offset-syncs tail read below are final only once no older writer
+        # can commit (a zombie's syncs landing after the tail was read would be rewritten behind newer ones).
         writer = TargetWriter(
             task.target,
             task.target_producer,
@@ -104,6 +147,7 @@ def copy_range(
             max_message_bytes=task.max_message_bytes,
         )
         try:
+            newest_sync = pool.submit(newest_offset_sync, task)
             stored_progress = pool.submit(load_progress, task)
             stored = load_segments(task)
             progress = stored_progress.result()
@@ -116,7 +160,8 @@ def copy_range(
     # A resume compares with the true log end (the high watermark); a first start "at latest" begins where the
     # reader's isolation puts the latest record (a read_committed reader: the last stable offset).
     log_end = found.last_stable if progress is None else found.high_watermark
-    return _copy(task, writer, progress, stored, (found.log_start, log_end), synced, bytes_before, on_batch, stop)
+    bounds_found = (found.log_start, log_end)
+    return _copy(task, writer, progress, stored, bounds_found, synced, bytes_before, on_batch, (stop, idle_limit_s))
 
 
 def _copy(
@@ -128,9 +173,10 @@ def _copy(
     synced: tuple[int, int] | None,
     bytes_before: int | None,
     on_batch: Callable[[CopyResult], None] | None,
-    stop: Stop | None = None,
+    stops: tuple[Stop | None, float | None] = (None, None),
 ) -> CopyResult:
     syncs: OffsetSyncWriter | None = None
+    stop, idle_limit_s = stops
     reader: PartitionReader | None = None
     metrics: tuple[PartitionMetrics, MetricsPublisher] | None = None
     log_start, log_end = bounds
@@ -149,6 +195,9 @@ def _copy(
         held_syncs = prune(offset_map, log_start, lag) or []
         prune_pending = bool(held_syncs) or bool(offset_map.unflushed().deletes)
         prune_pending = prune_pending or identity_upgrade_pending(progress, identity)  # commit once: record IDs
+        # A first start "at latest" commits its start at once, even with nothing to copy: the next run resumes
+        # there, and records written meanwhile are copied (each run would otherwise start at its own latest).
+        prune_pending = prune_pending or (progress is None and task.start_at_latest)
         seen_log_start = log_start
         result = CopyResult(task.topic, task.partition, task.remote_topic, start, start, down_end)
         result.offset_syncs = healed
@@ -176,15 +225,27 @@ def _copy(
         committed_to = start
         next_publish = 0.0  # the first commit publishes at once
         unpublished = False
+        moved_at, moved_to = time.monotonic(), start
+
+        def stalled() -> bool:
+            """An interval copy short of its end that has not moved for `idle_limit_s`."""
+            if idle_limit_s is None or end is None or consumed_to >= end:
+                return False
+            return time.monotonic() - moved_at >= idle_limit_s
 
         def ending() -> bool:
-            """The run's time is up or a sibling range failed: checked between transactions and while idle."""
-            return (deadline is not None and time.monotonic() >= deadline) or (stop is not None and stop())
+            """The run's time is up, a sibling range failed, or an interval copy has read nothing for
+            `idle_limit_s`: checked between transactions and while idle."""
+            return stalled() or (deadline is not None and time.monotonic() >= deadline) or (stop is not None and stop())
 
         while True:
             at_end = end is not None and consumed_to >= end
             if at_end and not prune_pending:
                 break
+            if consumed_to > moved_to:
+                moved_at, moved_to = time.monotonic(), consumed_to
+            if stalled():
+                raise CopyStalled(stalled_message(task, consumed_to, idle_limit_s or 0))
             if ending():
                 break
             batch_deadline = time.monotonic() + task.batch_ms / 1000

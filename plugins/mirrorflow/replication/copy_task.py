@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from mirrorflow.core.transforms import ChainSpec
+
+if TYPE_CHECKING:
+    from mirrorflow.config.model import Flow
 
 
 @dataclass(frozen=True)
@@ -88,3 +92,21 @@ class CopyResult:
     latency_sum_ms: int = 0
     filtered: int = 0  # records transforms dropped (also counted in `dropped`)
     dead_lettered: int = 0  # records a transform failed on, sent to the dead-letter topic (also in `dropped`)
+
+
+def reads_committed(exactly_once: bool, source_consumer: Mapping[str, str]) -> bool:
+    """The copy's source isolation. Exactly-once reads committed records only (a transaction on the target cannot
+    make an aborted source record right). At-least-once does too by default, so records of a source transaction
+    that later aborts never reach the target; `<source>.consumer.isolation.level = read_uncommitted` is honoured
+    there, as MM2 honours it: it copies every record written, aborted ones included, and copies records of open
+    transactions without waiting for their outcome."""
+    if exactly_once:
+        return True
+    return source_consumer.get("isolation.level", "read_committed").strip().lower() != "read_uncommitted"
+
+
+def flow_reads_committed(flow: Flow) -> bool:
+    """`reads_committed` for a flow. Every read of a source end the copy must reach (the drain's end, the lag,
+    where a reset copy starts) uses the copy's own isolation: a read_committed reader never passes the last
+    stable offset, so an end taken at the high watermark would wait for every open source transaction."""
+    return reads_committed(flow.delivery == "exactly-once", flow.source_consumer.librdkafka())

@@ -26,6 +26,7 @@ from mirrorflow.kafka.clients import admin_client
 from mirrorflow.kafka.metrics_store import read_snapshots, record_timestamps
 from mirrorflow.kafka.offsets import list_offsets
 from mirrorflow.kafka.topics import list_topic_partitions
+from mirrorflow.replication.copy_task import flow_reads_committed
 from mirrorflow.replication.state_records import read_progress
 
 if TYPE_CHECKING:  # copy tasks import this module on executors, which must not need pydantic
@@ -235,7 +236,7 @@ def flow_views(
     sep = flow.replication_policy_separator if flow.internal_topic_separator_enabled else "."
     target_conf = flow.target_consumer.librdkafka()
     source_conf = flow.source_consumer.librdkafka()
-    exactly_once = flow.delivery == "exactly-once"
+    committed = flow_reads_committed(flow)  # the copy's isolation: the end it can reach
     # Best effort: an open transaction on the progress partition fails this within `wait` (a clear
     # StalledReadError) rather than the copy's 90 s wait; a scrape reports the flow down meanwhile.
     stored = read_progress(flow.target, target_conf, progress_topic(flow.source, sep), timeout_s=timeout, wait_s=wait)
@@ -257,12 +258,12 @@ def flow_views(
         flow.source,
         wanted,
         latest=True,
-        read_committed=exactly_once,
+        read_committed=committed,
         timeout_s=timeout,
     )
     positions = {tp: progress.get(tp, snapshots[tp].next_upstream if tp in snapshots else 0) for tp in wanted}
     lagging = {tp: pos for tp, pos in positions.items() if ends.get(tp, 0) > pos}
-    oldest = record_timestamps(flow.source, source_conf, lagging, read_committed=exactly_once, timeout_s=timeout)
+    oldest = record_timestamps(flow.source, source_conf, lagging, read_committed=committed, timeout_s=timeout)
     now = int(time.time() * 1000) if now_ms is None else now_ms
     policy = flow.policy()
     views = []

@@ -42,6 +42,7 @@ from mirrorflow.kafka.offsets import list_offsets
 from mirrorflow.kafka.topics import delete_topic, list_topic_partitions
 from mirrorflow.kafka.transfer import TargetWriter
 from mirrorflow.replication.copy_plan import SourcePartitions, planned_identities, transactional_id
+from mirrorflow.replication.copy_task import flow_reads_committed
 from mirrorflow.replication.flow_rules import FlowRules, internal_separator
 from mirrorflow.replication.metrics import metrics_topic, snapshot_key
 
@@ -225,11 +226,11 @@ def _fresh_starts(
     if not partitions:
         return {}
     latest = flow.source_consumer.librdkafka().get("auto.offset.reset", "earliest") == "latest"
-    exactly_once = flow.delivery == "exactly-once"
+    committed = flow_reads_committed(flow)
     source_admin = admin_client(flow.source_admin.librdkafka())
     wanted = [(topic, p) for p in partitions]
     starts = list_offsets(
-        source_admin, flow.source, wanted, latest=latest, read_committed=exactly_once, timeout_s=timeout_s
+        source_admin, flow.source, wanted, latest=latest, read_committed=committed, timeout_s=timeout_s
     )
     target_admin = admin_client(flow.target_admin.librdkafka())
     on_remote = [(remote, p) for p in partitions if p < kept]

@@ -17,8 +17,8 @@ from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.core.progress import progress_topic
 from mirrorflow.kafka.offsets import list_offsets
 from mirrorflow.replication.copy_plan import copyable, plan_copy
-from mirrorflow.replication.copy_range import copy_range
-from mirrorflow.replication.copy_task import CopyResult, CopyTask
+from mirrorflow.replication.copy_range import CopyStalled, copy_range
+from mirrorflow.replication.copy_task import CopyResult, CopyTask, flow_reads_committed
 from mirrorflow.replication.failover.runbook import TP, Context, Outcome, done, plan_partitions, tp_key
 from mirrorflow.replication.flow_cycle import TOPICS, run_control_plane
 from mirrorflow.replication.flow_rules import FlowRules, internal_separator
@@ -26,6 +26,7 @@ from mirrorflow.replication.state_records import read_progress
 
 log = logging.getLogger(__name__)
 COPY_ATTEMPTS = 5
+DRAIN_IDLE_S = 60.0  # a drain copy that reads nothing this long short of its end fails (never hangs)
 
 
 def copied_to(ctx: Context) -> dict[TP, int]:
@@ -50,20 +51,22 @@ def reached(copied: dict[TP, int], starts: dict[TP, int], tp: TP) -> int:
 
 
 def source_ends(ctx: Context, partitions: list[TP]) -> dict[TP, int]:
-    exactly_once = ctx.flow.delivery == "exactly-once"
+    committed = flow_reads_committed(ctx.flow)  # the end the copy's reader can reach
     admin = ctx.clients.source_admin
     return list_offsets(
-        admin, ctx.flow.source, partitions, latest=True, read_committed=exactly_once, timeout_s=ctx.timeout_s
+        admin, ctx.flow.source, partitions, latest=True, read_committed=committed, timeout_s=ctx.timeout_s
     )
 
 
-def _copy_until_fenced_end(task: CopyTask) -> CopyResult:
+def _copy_until_fenced_end(task: CopyTask, idle_limit_s: float = DRAIN_IDLE_S) -> CopyResult:
     """One partition up to the fenced end. The flow's own copy may still be running (it is paused after the
     drain) and fences our transactional producer, or we fence it: both copy exactly once, so a fenced attempt
     is simply made again; each attempt resumes from the committed progress."""
     for attempt in range(1, COPY_ATTEMPTS + 1):
         try:
-            return copy_range(task)
+            return copy_range(task, idle_limit_s=idle_limit_s)
+        except CopyStalled:
+            raise
         except Exception as err:  # the client's fencing error is not always wrapped by the transfer layer
             if attempt == COPY_ATTEMPTS:
                 if isinstance(err, MirrorflowError):

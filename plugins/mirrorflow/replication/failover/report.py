@@ -15,6 +15,7 @@ from typing import Any
 
 from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.kafka.offsets import list_offsets
+from mirrorflow.replication.copy_task import flow_reads_committed
 from mirrorflow.replication.failover.runbook import STEP_NAMES, Context
 from mirrorflow.replication.failover.state import DONE, PLANNED, SKIPPED
 
@@ -128,7 +129,7 @@ def _writes_after_cutover(ctx: Context, partitions: list[dict[str, Any]]) -> dic
             ctx.flow.source,
             wanted,
             latest=True,
-            read_committed=ctx.flow.delivery == "exactly-once",
+            read_committed=flow_reads_committed(ctx.flow),
             timeout_s=ctx.timeout_s,
         )
     except MirrorflowError:
