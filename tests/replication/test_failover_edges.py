@@ -194,11 +194,9 @@ def test_a_transaction_committed_while_verify_fence_waits_is_drained(
     assert report["data_loss_bound_records"] == 0
 
 
-def test_identity_policy_failback_brings_groups_home_exactly_from_both_origins(
-    tmp_path: Path, write_config: Callable[..., MirrorConfig], kafka: KafkaKit
-) -> None:
-    # Identity names both ways: B's `topic` holds copies of A's records (0-9, then the copy's commit marker) and
-    # B's own records written after the failover; failing back, the B->A flow copies only B's own (provenance).
+def _identity_both_ways(write_config: Callable[..., MirrorConfig], kafka: KafkaKit) -> tuple[MirrorConfig, str, str]:
+    """A topic of the same name on A and B, flows A->B and B->A under IdentityReplicationPolicy (provenance
+    headers keep each flow from copying the other's copies), and the groups `<prefix>.*`."""
     topic = kafka.topic("foi")
     prefix = f"foi-{uuid.uuid4().hex[:8]}-"
     for alias in ("A", "B"):
@@ -209,22 +207,69 @@ def test_identity_policy_failback_brings_groups_home_exactly_from_both_origins(
         "replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n"
         "mirrorflow.provenance.headers = true\n"
     )
+    return config, topic, prefix
+
+
+def _fail_back(
+    tmp_path: Path, kafka: KafkaKit, config: MirrorConfig, topic: str, prefix: str, positions: dict[str, int]
+) -> dict[str, tuple[list[tuple[Any, Any]], list[tuple[Any, Any]], str]]:
+    """Commit each group at its position on B, fail back, and return per group (what it had not read on B,
+    what it reads on A from where it resumes, the translation's status)."""
+    for name, offset in positions.items():
+        commit_offsets(kafka.admin("B"), prefix + name, {(topic, 0): offset})
+    report = run_failover(_options(config, prefix, tmp_path, direction="failback"))
+    assert report["completed"]
+    home = {g["group"][len(prefix) :]: (g["translated_offset"], g["status"]) for g in report["groups"]}
+    assert set(home) == set(positions)
+    reader = {alias: kafka.consumer(alias, {"isolation.level": "read_committed"}) for alias in ("A", "B")}
+    return {
+        name: (
+            [(k, v) for k, v, _h in read_contents(reader["B"], topic, 0, offset)],
+            [(k, v) for k, v, _h in read_contents(reader["A"], topic, 0, home[name][0])],
+            home[name][1],
+        )
+        for name, offset in positions.items()
+    }
+
+
+def test_identity_policy_failback_brings_groups_home_exactly_from_both_origins(
+    tmp_path: Path, write_config: Callable[..., MirrorConfig], kafka: KafkaKit
+) -> None:
+    # Identity names both ways: B's `topic` holds copies of A's records (0-9, then the copy's commit marker) and
+    # B's own records written after the failover; failing back, the B->A flow copies only B's own (provenance).
+    config, topic, prefix = _identity_both_ways(write_config, kafka)
     _produce(kafka.producer("A"), topic, 0, 10)
     assert copy_once(config.flow("A->B")) == 10
     _produce(kafka.producer("B"), topic, 0, 10)
     assert copy_once(config.flow("B->A")) == 10
     positions = {"a-origin": 4, "first-b": 11, "b-origin": 15, "read-all": 21}  # offsets on B (10 is a marker)
-    for name, offset in positions.items():
-        commit_offsets(kafka.admin("B"), prefix + name, {(topic, 0): offset})
-
-    report = run_failover(_options(config, prefix, tmp_path, direction="failback"))
-
-    assert report["completed"]
-    home = {g["group"][len(prefix) :]: g["translated_offset"] for g in report["groups"]}
-    assert set(home) == set(positions)
-    reader = {alias: kafka.consumer(alias, {"isolation.level": "read_committed"}) for alias in ("A", "B")}
-    for name, offset in positions.items():
+    for name, (unread, resumed, status) in _fail_back(tmp_path, kafka, config, topic, prefix, positions).items():
         # 0 re-read, 0 skipped: what the group reads on A from its new position is what it had not read on B.
-        unread = [(k, v) for k, v, _h in read_contents(reader["B"], topic, 0, offset)]
-        resumed = [(k, v) for k, v, _h in read_contents(reader["A"], topic, 0, home[name])]
-        assert resumed == unread, f"{name}: at {offset} on B, at {home[name]} on A"
+        assert resumed == unread, f"{name}: at {positions[name]} on B"
+        assert status == "exact", name
+
+
+def test_identity_policy_failback_with_interleaved_origins_skips_nothing(
+    tmp_path: Path, write_config: Callable[..., MirrorConfig], kafka: KafkaKit
+) -> None:
+    # A's records 10-14 were not copied before B took writes (an unplanned failover), and were copied to B only
+    # after B's own records: A holds a0-a14 then copies of b0-b9; B holds a0-a9, a marker, b0-b9, then a10-a14.
+    config, topic, prefix = _identity_both_ways(write_config, kafka)
+    producer = kafka.producer("A")
+    _produce(producer, topic, 0, 10)
+    assert copy_once(config.flow("A->B")) == 10
+    for i in range(5):
+        producer.produce(topic, key=b"late", value=f"a-late-{i}".encode(), partition=0)
+    assert producer.flush(30) == 0
+    for i in range(10):
+        kafka.producer("B").produce(topic, key=b"b", value=f"b-{i}".encode(), partition=0)
+    assert kafka.producer("B").flush(30) == 0
+    assert copy_once(config.flow("B->A")) == 10
+    assert copy_once(config.flow("A->B")) == 5
+    positions = {"a-origin": 4, "first-b": 11, "b-origin": 15, "a-late": 21, "read-all": 27}
+    outcome = _fail_back(tmp_path, kafka, config, topic, prefix, positions)
+    for name, (unread, resumed, status) in outcome.items():
+        assert not [r for r in unread if r not in resumed], f"{name}: records skipped (status {status})"
+        rereads = len(resumed) - len(unread)
+        assert (status == "re-read") == (rereads > 0), (name, rereads, status)
+    assert [outcome[n][2] == "re-read" for n in positions] == [False, False, True, True, False]
