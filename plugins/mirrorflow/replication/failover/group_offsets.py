@@ -51,14 +51,14 @@ def selected_group_offsets(ctx: Context) -> dict[str, dict[TP, CommittedOffset]]
     if ctx.options.groups is not None:
         wanted = partial(matches, compile_patterns([ctx.options.groups], key="--groups"))
     ids = [g for g in list_group_ids(admin, ctx.flow.source, ctx.timeout_s) if wanted(g)]
-    offsets = list_committed_offsets(admin, ctx.flow.source, ids, ctx.timeout_s)
     keep_topic = FlowRules.of(ctx.flow).topic_filter.should_replicate_topic
 
     def keep(topic: str) -> bool:
         home = returning_topic(ctx, topic)
         return keep_topic(topic if home is None else home)
 
-    return {g: {tp: o for tp, o in found.items() if keep(tp[0])} for g, found in offsets.items() if found}
+    offsets = list_committed_offsets(admin, ctx.flow.source, ids, ctx.timeout_s, keep)
+    return {g: found for g, found in offsets.items() if found}
 
 
 def translate(ctx: Context) -> list[dict[str, Any]]:
@@ -266,7 +266,8 @@ def commit_offsets(ctx: Context) -> Outcome:
     mismatched: list[str] = []
     for group, offsets in sorted(per_group.items()):
         write_group_offsets(ctx.clients.target_admin, flow.target, group, offsets, ctx.timeout_s)
-        back = committed_offsets(ctx.clients.target_admin, flow.target, group, ctx.timeout_s)
+        written = {t for t, _p in offsets}
+        back = committed_offsets(ctx.clients.target_admin, flow.target, group, ctx.timeout_s, written.__contains__)
         for tp, want in offsets.items():
             got = back.get(tp)
             if got is None or got.offset != want.offset:
