@@ -4,6 +4,7 @@ open across the fence."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import queue
 import threading
@@ -273,3 +274,19 @@ def test_identity_policy_failback_with_interleaved_origins_skips_nothing(
         rereads = len(resumed) - len(unread)
         assert (status == "re-read") == (rereads > 0), (name, rereads, status)
     assert [outcome[n][2] == "re-read" for n in positions] == [False, False, True, True, False]
+
+
+def test_the_unplanned_ledger_counts_records_above_an_open_transaction_at_risk(
+    tmp_path: Path, write_config: Callable[..., MirrorConfig], kafka: KafkaKit
+) -> None:
+    # The old primary still answers: an application's transaction is open on it, with committed records after.
+    topic, options, txn, counts = _transaction_open_at_the_fence(tmp_path, write_config, kafka, wait_s=1.0)
+    _produce(kafka.producer("A"), topic, 0, 3)
+    report = run_failover(dataclasses.replace(options, mode="unplanned", fence="none", fence_command=None))
+    txn.commit_transaction(30)  # after the cutover: none of these 8 records reached B
+
+    on_a, on_b = counts()
+    assert (on_a, on_b) == (18, 10)
+    [partition] = report["partitions"]
+    assert report["data_loss_bound_records"] == on_a - on_b
+    assert (partition["records_at_risk"], partition["above_last_stable_offset"]) == (8, 8), partition
