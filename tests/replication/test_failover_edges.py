@@ -8,6 +8,7 @@ import dataclasses
 import json
 import queue
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -22,6 +23,7 @@ from tests.replication.test_provenance_live import copy_once
 
 from mirrorflow.config.model import MirrorConfig
 from mirrorflow.kafka.groups import committed_offsets
+from mirrorflow.replication.failover import fencing
 from mirrorflow.replication.failover.runbook import FailoverOptions, run_failover
 from mirrorflow.replication.flow_cycle import TOPICS, run_control_plane
 
@@ -290,3 +292,31 @@ def test_the_unplanned_ledger_counts_records_above_an_open_transaction_at_risk(
     [partition] = report["partitions"]
     assert report["data_loss_bound_records"] == on_a - on_b
     assert (partition["records_at_risk"], partition["above_last_stable_offset"]) == (8, 8), partition
+
+
+def test_a_transaction_ending_inside_the_verify_window_does_not_roll_the_fence_back(
+    tmp_path: Path, write_config: Callable[..., MirrorConfig], kafka: KafkaKit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Still open after the bounded wait, the application's transaction aborts while verify_fence watches the high
+    # watermarks: its abort marker moves them by 1, which is not a write that got through the fence.
+    _topic, options, txn, counts = _transaction_open_at_the_fence(tmp_path, write_config, kafka, wait_s=0.5)
+    windows: list[float] = []
+
+    def abort_in_the_first_window(seconds: float) -> None:
+        if not windows:
+            txn.abort_transaction(30)
+        windows.append(seconds)
+        time.sleep(seconds)
+
+    verify = fencing.verify_writes_stopped
+    monkeypatch.setattr(
+        fencing,
+        "verify_writes_stopped",
+        lambda sample, seconds: verify(sample, seconds, sleep=abort_in_the_first_window),
+    )
+    report = run_failover(options)
+
+    assert report["completed"] and report["fence"]["status"] == "fenced", report
+    assert len(windows) == 2  # the window that saw the marker, and one that proves the writes stopped
+    assert counts() == (10, 10)
+    assert report["data_loss_bound_records"] == 0
