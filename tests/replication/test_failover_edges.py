@@ -24,6 +24,7 @@ from tests.replication.test_provenance_live import copy_once
 from mirrorflow.config.model import MirrorConfig
 from mirrorflow.kafka.groups import committed_offsets
 from mirrorflow.replication.failover import fencing
+from mirrorflow.replication.failover.report import render_markdown
 from mirrorflow.replication.failover.runbook import FailoverOptions, run_failover
 from mirrorflow.replication.flow_cycle import TOPICS, run_control_plane
 
@@ -292,6 +293,7 @@ def test_the_unplanned_ledger_counts_records_above_an_open_transaction_at_risk(
     [partition] = report["partitions"]
     assert report["data_loss_bound_records"] == on_a - on_b
     assert (partition["records_at_risk"], partition["above_last_stable_offset"]) == (8, 8), partition
+    assert f"| {topic} | 0 | 10 | 10 | 8 | 8 | 0 |" in render_markdown(report)
 
 
 def test_a_transaction_ending_inside_the_verify_window_does_not_roll_the_fence_back(
@@ -320,3 +322,17 @@ def test_a_transaction_ending_inside_the_verify_window_does_not_roll_the_fence_b
     assert len(windows) == 2  # the window that saw the marker, and one that proves the writes stopped
     assert counts() == (10, 10)
     assert report["data_loss_bound_records"] == 0
+
+
+def test_records_lost_to_retention_before_the_copy_read_them_are_in_the_markdown_ledger(
+    tmp_path: Path, write_config: Callable[..., MirrorConfig], kafka: KafkaKit
+) -> None:
+    config, topic, prefix = _flow_with_groups(write_config, kafka, 1, {0: 10})
+    assert _copy(config, topic, 1) == 10
+    _produce(kafka.producer("A"), topic, 0, 10)
+    _delete_below(kafka, topic, 0, 15)  # 10-14 went to retention before the copy read them
+
+    ledger = run_failover(_options(config, prefix, tmp_path, mode="unplanned", dry_run=True))
+    [partition] = ledger["partitions"]
+    assert (partition["records_at_risk"], partition["lost_to_retention"]) == (5, 5), partition
+    assert f"| {topic} | 0 | 20 | 10 | 5 | 0 | 5 |" in render_markdown(ledger)
