@@ -8,16 +8,28 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from tests.kafka_helpers import KafkaKit, create_topic, read_partition, recreate_topic
-from tests.replication.helpers import KEEP_FOREVER, a_to_b, commit_offsets, copy_all
+from tests.replication.helpers import (
+    KEEP_FOREVER,
+    a_to_b,
+    commit_offsets,
+    copy_all,
+    copy_tasks,
+    create_copy_topics,
+)
 from tests.replication.test_topic_identity import audit_counts, copied_then_recreated, produce
 
 from mirrorflow.config.model import Flow, MirrorConfig
 from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.kafka.groups import committed_offsets
+from mirrorflow.kafka.transfer import TargetWriter
+from mirrorflow.replication import topic_reset
 from mirrorflow.replication.checkpoints import emit_checkpoints
+from mirrorflow.replication.copy_plan import transactional_id
+from mirrorflow.replication.copy_range import copy_range
 from mirrorflow.replication.flow_cycle import TOPICS, run_control_plane
 from mirrorflow.replication.group_sync import sync_group_offsets
 from mirrorflow.replication.topic_reset import reset_topic
@@ -114,3 +126,41 @@ def test_an_at_least_once_copy_is_reset_only_when_paused_or_forced(
         reset_topic(flow, topic)
     assert reset_topic(flow, topic, force=True).progress_records == 1
     assert copy_all(flow, topic) == 300
+
+
+def test_running_a_fenced_reset_again_resets_only_what_is_left(
+    write_config: Callable[..., MirrorConfig], kafka: KafkaKit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    topic = kafka.topic("rsagain")
+    create_copy_topics(kafka.admin, topic, 2, KEEP_FOREVER)
+    flow = a_to_b(write_config, topics=topic)
+    producer = kafka.producer("A")
+    for i in range(40):
+        producer.produce(topic, value=f"old-{i}".encode(), partition=i % 2)
+    assert producer.flush(30) == 0
+    assert copy_all(flow, topic, 2) == 40
+    recreate_topic(kafka.admin("A"), topic, 2, KEEP_FOREVER)
+    for i in range(60):
+        producer.produce(topic, value=f"new-{i}".encode(), partition=i % 2)
+    assert producer.flush(30) == 0
+
+    reset_partition = topic_reset._reset_partition
+
+    def a_copy_restarts_before_partition_1(flow: Flow, writer: TargetWriter, state: Any, p: int, *rest: Any) -> None:
+        if p == 1:  # the restarted copy initialises the partition's transactional id: the reset is fenced
+            conf = flow.target_producer.librdkafka()
+            TargetWriter("B", conf, transactional_id=transactional_id(flow, topic, 1), timeout_s=30).close()
+        reset_partition(flow, writer, state, p, *rest)
+
+    monkeypatch.setattr(topic_reset, "_reset_partition", a_copy_restarts_before_partition_1)
+    with pytest.raises(MirrorflowError, match=r"partitions reset: \[0\]"):
+        reset_topic(flow, topic)
+    monkeypatch.undo()
+    [copy_0, _copy_1] = copy_tasks(flow, topic, 2)
+    assert copy_range(copy_0).records == 30  # the restarted copy goes on with the partition already reset
+
+    again = reset_topic(flow, topic)  # as the error advises: partition 0 is kept, partition 1 is reset
+    assert (again.unchanged, again.progress_records, sorted(again.fresh_starts)) == ([0], 1, [1])
+    assert copy_all(flow, topic, 2) == 30
+    counts = audit_counts(flow, topic)
+    assert (counts["lost"], counts["duplicated"]) == (0, 0), counts
