@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,7 +31,8 @@ from mirrorflow.replication import topic_reset
 from mirrorflow.replication.checkpoints import emit_checkpoints
 from mirrorflow.replication.copy_plan import transactional_id
 from mirrorflow.replication.copy_range import copy_range
-from mirrorflow.replication.flow_cycle import TOPICS, run_control_plane
+from mirrorflow.replication.failover.state import write_pause_marker
+from mirrorflow.replication.flow_cycle import STATE_DIR_ENV, TOPICS, run_control_plane
 from mirrorflow.replication.group_sync import sync_group_offsets
 from mirrorflow.replication.topic_reset import reset_topic
 
@@ -119,13 +121,18 @@ def test_identity_policy_never_deletes_the_targets_own_topic(
 
 
 def test_an_at_least_once_copy_is_reset_only_when_paused_or_forced(
-    write_config: Callable[..., MirrorConfig], kafka: KafkaKit
+    write_config: Callable[..., MirrorConfig], kafka: KafkaKit, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     flow, topic = copied_then_recreated(write_config, kafka, "rsalo", **{"mirrorflow.delivery": "at-least-once"})
     with pytest.raises(MirrorflowError, match="cannot fence an at-least-once copy"):
         reset_topic(flow, topic)
     assert reset_topic(flow, topic, force=True).progress_records == 1
     assert copy_all(flow, topic) == 300
+
+    # Paused (the air-gapped override's marker file, which `mirrorflow run` honours too): no --force needed.
+    monkeypatch.setenv(STATE_DIR_ENV, str(tmp_path))
+    write_pause_marker(tmp_path / "a-failover", flow.name, "test")
+    assert reset_topic(flow, topic, force=False).unchanged == [0]  # nothing to reset, and no refusal
 
 
 def test_running_a_fenced_reset_again_resets_only_what_is_left(
