@@ -4,9 +4,11 @@ open across the fence."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import queue
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +23,8 @@ from tests.replication.test_provenance_live import copy_once
 
 from mirrorflow.config.model import MirrorConfig
 from mirrorflow.kafka.groups import committed_offsets
+from mirrorflow.replication.failover import fencing
+from mirrorflow.replication.failover.report import render_markdown
 from mirrorflow.replication.failover.runbook import FailoverOptions, run_failover
 from mirrorflow.replication.flow_cycle import TOPICS, run_control_plane
 
@@ -194,11 +198,9 @@ def test_a_transaction_committed_while_verify_fence_waits_is_drained(
     assert report["data_loss_bound_records"] == 0
 
 
-def test_identity_policy_failback_brings_groups_home_exactly_from_both_origins(
-    tmp_path: Path, write_config: Callable[..., MirrorConfig], kafka: KafkaKit
-) -> None:
-    # Identity names both ways: B's `topic` holds copies of A's records (0-9, then the copy's commit marker) and
-    # B's own records written after the failover; failing back, the B->A flow copies only B's own (provenance).
+def _identity_both_ways(write_config: Callable[..., MirrorConfig], kafka: KafkaKit) -> tuple[MirrorConfig, str, str]:
+    """A topic of the same name on A and B, flows A->B and B->A under IdentityReplicationPolicy (provenance
+    headers keep each flow from copying the other's copies), and the groups `<prefix>.*`."""
     topic = kafka.topic("foi")
     prefix = f"foi-{uuid.uuid4().hex[:8]}-"
     for alias in ("A", "B"):
@@ -209,22 +211,128 @@ def test_identity_policy_failback_brings_groups_home_exactly_from_both_origins(
         "replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n"
         "mirrorflow.provenance.headers = true\n"
     )
+    return config, topic, prefix
+
+
+def _fail_back(
+    tmp_path: Path, kafka: KafkaKit, config: MirrorConfig, topic: str, prefix: str, positions: dict[str, int]
+) -> dict[str, tuple[list[tuple[Any, Any]], list[tuple[Any, Any]], str]]:
+    """Commit each group at its position on B, fail back, and return per group (what it had not read on B,
+    what it reads on A from where it resumes, the translation's status)."""
+    for name, offset in positions.items():
+        commit_offsets(kafka.admin("B"), prefix + name, {(topic, 0): offset})
+    report = run_failover(_options(config, prefix, tmp_path, direction="failback"))
+    assert report["completed"]
+    home = {g["group"][len(prefix) :]: (g["translated_offset"], g["status"]) for g in report["groups"]}
+    assert set(home) == set(positions)
+    reader = {alias: kafka.consumer(alias, {"isolation.level": "read_committed"}) for alias in ("A", "B")}
+    return {
+        name: (
+            [(k, v) for k, v, _h in read_contents(reader["B"], topic, 0, offset)],
+            [(k, v) for k, v, _h in read_contents(reader["A"], topic, 0, home[name][0])],
+            home[name][1],
+        )
+        for name, offset in positions.items()
+    }
+
+
+def test_identity_policy_failback_brings_groups_home_exactly_from_both_origins(
+    tmp_path: Path, write_config: Callable[..., MirrorConfig], kafka: KafkaKit
+) -> None:
+    # Identity names both ways: B's `topic` holds copies of A's records (0-9, then the copy's commit marker) and
+    # B's own records written after the failover; failing back, the B->A flow copies only B's own (provenance).
+    config, topic, prefix = _identity_both_ways(write_config, kafka)
     _produce(kafka.producer("A"), topic, 0, 10)
     assert copy_once(config.flow("A->B")) == 10
     _produce(kafka.producer("B"), topic, 0, 10)
     assert copy_once(config.flow("B->A")) == 10
     positions = {"a-origin": 4, "first-b": 11, "b-origin": 15, "read-all": 21}  # offsets on B (10 is a marker)
-    for name, offset in positions.items():
-        commit_offsets(kafka.admin("B"), prefix + name, {(topic, 0): offset})
-
-    report = run_failover(_options(config, prefix, tmp_path, direction="failback"))
-
-    assert report["completed"]
-    home = {g["group"][len(prefix) :]: g["translated_offset"] for g in report["groups"]}
-    assert set(home) == set(positions)
-    reader = {alias: kafka.consumer(alias, {"isolation.level": "read_committed"}) for alias in ("A", "B")}
-    for name, offset in positions.items():
+    for name, (unread, resumed, status) in _fail_back(tmp_path, kafka, config, topic, prefix, positions).items():
         # 0 re-read, 0 skipped: what the group reads on A from its new position is what it had not read on B.
-        unread = [(k, v) for k, v, _h in read_contents(reader["B"], topic, 0, offset)]
-        resumed = [(k, v) for k, v, _h in read_contents(reader["A"], topic, 0, home[name])]
-        assert resumed == unread, f"{name}: at {offset} on B, at {home[name]} on A"
+        assert resumed == unread, f"{name}: at {positions[name]} on B"
+        assert status == "exact", name
+
+
+def test_identity_policy_failback_with_interleaved_origins_skips_nothing(
+    tmp_path: Path, write_config: Callable[..., MirrorConfig], kafka: KafkaKit
+) -> None:
+    # A's records 10-14 were not copied before B took writes (an unplanned failover), and were copied to B only
+    # after B's own records: A holds a0-a14 then copies of b0-b9; B holds a0-a9, a marker, b0-b9, then a10-a14.
+    config, topic, prefix = _identity_both_ways(write_config, kafka)
+    producer = kafka.producer("A")
+    _produce(producer, topic, 0, 10)
+    assert copy_once(config.flow("A->B")) == 10
+    for i in range(5):
+        producer.produce(topic, key=b"late", value=f"a-late-{i}".encode(), partition=0)
+    assert producer.flush(30) == 0
+    for i in range(10):
+        kafka.producer("B").produce(topic, key=b"b", value=f"b-{i}".encode(), partition=0)
+    assert kafka.producer("B").flush(30) == 0
+    assert copy_once(config.flow("B->A")) == 10
+    assert copy_once(config.flow("A->B")) == 5
+    positions = {"a-origin": 4, "first-b": 11, "b-origin": 15, "a-late": 21, "read-all": 27}
+    outcome = _fail_back(tmp_path, kafka, config, topic, prefix, positions)
+    for name, (unread, resumed, status) in outcome.items():
+        assert not [r for r in unread if r not in resumed], f"{name}: records skipped (status {status})"
+        rereads = len(resumed) - len(unread)
+        assert (status == "re-read") == (rereads > 0), (name, rereads, status)
+    assert [outcome[n][2] == "re-read" for n in positions] == [False, False, True, True, False]
+
+
+def test_the_unplanned_ledger_counts_records_above_an_open_transaction_at_risk(
+    tmp_path: Path, write_config: Callable[..., MirrorConfig], kafka: KafkaKit
+) -> None:
+    # The old primary still answers: an application's transaction is open on it, with committed records after.
+    topic, options, txn, counts = _transaction_open_at_the_fence(tmp_path, write_config, kafka, wait_s=1.0)
+    _produce(kafka.producer("A"), topic, 0, 3)
+    report = run_failover(dataclasses.replace(options, mode="unplanned", fence="none", fence_command=None))
+    txn.commit_transaction(30)  # after the cutover: none of these 8 records reached B
+
+    on_a, on_b = counts()
+    assert (on_a, on_b) == (18, 10)
+    [partition] = report["partitions"]
+    assert report["data_loss_bound_records"] == on_a - on_b
+    assert (partition["records_at_risk"], partition["above_last_stable_offset"]) == (8, 8), partition
+    assert f"| {topic} | 0 | 10 | 10 | 8 | 8 | 0 |" in render_markdown(report)
+
+
+def test_a_transaction_ending_inside_the_verify_window_does_not_roll_the_fence_back(
+    tmp_path: Path, write_config: Callable[..., MirrorConfig], kafka: KafkaKit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Still open after the bounded wait, the application's transaction aborts while verify_fence watches the high
+    # watermarks: its abort marker moves them by 1, which is not a write that got through the fence.
+    _topic, options, txn, counts = _transaction_open_at_the_fence(tmp_path, write_config, kafka, wait_s=0.5)
+    windows: list[float] = []
+
+    def abort_in_the_first_window(seconds: float) -> None:
+        if not windows:
+            txn.abort_transaction(30)
+        windows.append(seconds)
+        time.sleep(seconds)
+
+    verify = fencing.verify_writes_stopped
+    monkeypatch.setattr(
+        fencing,
+        "verify_writes_stopped",
+        lambda sample, seconds: verify(sample, seconds, sleep=abort_in_the_first_window),
+    )
+    report = run_failover(options)
+
+    assert report["completed"] and report["fence"]["status"] == "fenced", report
+    assert len(windows) == 2  # the window that saw the marker, and one that proves the writes stopped
+    assert counts() == (10, 10)
+    assert report["data_loss_bound_records"] == 0
+
+
+def test_records_lost_to_retention_before_the_copy_read_them_are_in_the_markdown_ledger(
+    tmp_path: Path, write_config: Callable[..., MirrorConfig], kafka: KafkaKit
+) -> None:
+    config, topic, prefix = _flow_with_groups(write_config, kafka, 1, {0: 10})
+    assert _copy(config, topic, 1) == 10
+    _produce(kafka.producer("A"), topic, 0, 10)
+    _delete_below(kafka, topic, 0, 15)  # 10-14 went to retention before the copy read them
+
+    ledger = run_failover(_options(config, prefix, tmp_path, mode="unplanned", dry_run=True))
+    [partition] = ledger["partitions"]
+    assert (partition["records_at_risk"], partition["lost_to_retention"]) == (5, 5), partition
+    assert f"| {topic} | 0 | 20 | 10 | 5 | 0 | 5 |" in render_markdown(ledger)

@@ -45,11 +45,14 @@ def produce(producer: Producer, topic: str, count: int, tag: str) -> None:
     assert producer.flush(30) == 0
 
 
-def copied_then_recreated(write_config: Callable[..., MirrorConfig], kafka: KafkaKit, name: str) -> tuple[Flow, str]:
-    """100 records copied, then the source topic deleted and re-created with 300 other records."""
+def copied_then_recreated(
+    write_config: Callable[..., MirrorConfig], kafka: KafkaKit, name: str, **keys: str
+) -> tuple[Flow, str]:
+    """100 records copied, then the source topic deleted and re-created with 300 other records (`keys`: more
+    `A->B.<key>` settings of the flow)."""
     topic = kafka.topic(name)
     create_copy_topics(kafka.admin, topic, 1, KEEP_FOREVER)
-    flow = a_to_b(write_config, topics=topic)
+    flow = a_to_b(write_config, topics=topic, **keys)
     produce(kafka.producer("A"), topic, 100, "old")
     assert copy_all(flow, topic) == 100
     recreate_topic(kafka.admin("A"), topic, 1, KEEP_FOREVER)

@@ -1,6 +1,7 @@
-"""`mirrorflow reset CONFIG --flow A->B --topic T [--dry-run] [--delete-remote-topic]`: start the copy of one
-source topic afresh, the recovery when the source (or remote) topic was deleted and re-created. The logic is
-`mirrorflow.replication.topic_reset`; this module parses, confirms and prints.
+"""`mirrorflow reset CONFIG --flow A->B --topic T [--dry-run] [--delete-remote-topic] [--force]`: start the copy
+of one source topic afresh, the recovery when the source (or remote) topic was deleted and re-created. The logic
+is `mirrorflow.replication.topic_reset`; this module parses and prints. It never prompts (it runs in scripts and
+under Airflow): the checks that protect data refuse instead, and --force overrides them.
 """
 
 from __future__ import annotations
@@ -26,7 +27,16 @@ HELP = "\n\n".join(
         "records stay below it and offset translation stays exact. --delete-remote-topic deletes the remote topic "
         "instead (irreversible; the next run re-creates it empty).",
         "Pause the flow first. The reset fences a running exactly-once copy of the topic, and fails if a copy "
-        "restarts meanwhile (run it again then). --dry-run shows what would be removed and changes nothing.",
+        "restarts meanwhile (run it again then: partitions already reset are kept). An at-least-once copy cannot be "
+        "fenced: the reset refuses unless a pause marker stops the flow, or --force is given.",
+        "Partitions whose progress records the topic IDs the clusters report now were not re-created: the reset "
+        "keeps them and says so. --force resets them too, which copies the whole topic again after the remote "
+        "topic's end (every record then exists twice on the target), or into an empty remote topic with "
+        "--delete-remote-topic.",
+        "--delete-remote-topic is refused when the remote topic's name does not mark it as a copy of the source "
+        "(IdentityReplicationPolicy: it may be the target's own topic) and while a consumer group that has a "
+        "checkpoint on it is active on the target; the checkpoints of its partitions are restarted at the new copy's "
+        "start. --dry-run shows what would be removed and changes nothing.",
     ]
 )
 
@@ -44,6 +54,14 @@ def reset(
         bool,
         typer.Option("--delete-remote-topic", help="Also delete the remote topic and its records (irreversible)."),
     ] = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Also reset partitions that were not re-created (copies them again), and an at-least-once flow "
+            "that is not paused.",
+        ),
+    ] = False,
     verbose: VerboseOption = False,
 ) -> None:
     name = parse_flow_name(flow)
@@ -51,18 +69,23 @@ def reset(
         raise UsageError("--topic must name a source topic")
     setup_logging(verbose)
     selected = load_config(config).flow(name)
-    report = reset_topic(selected, topic, dry_run=dry_run, delete_remote_topic=delete_remote_topic)
-    _print(report)
+    report = reset_topic(selected, topic, dry_run=dry_run, delete_remote_topic=delete_remote_topic, force=force)
+    _print(report, force=force)
 
 
-def _print(report: ResetReport) -> None:
+def _print(report: ResetReport, *, force: bool) -> None:
     verb = "would remove" if report.dry_run else "removed"
     typer.echo(
         f"{'[dry run] ' if report.dry_run else ''}reset of {report.topic} in flow {report.flow}: {verb} "
         f"{report.progress_records} progress record(s), {report.segments} offset-map segment(s), "
         f"{report.metrics_snapshots} metrics snapshot(s)"
     )
-    if not (report.progress_records or report.segments or report.metrics_snapshots):
+    if report.unchanged:
+        kept = "reset anyway (--force)" if force else "kept: nothing to reset (--force resets them)"
+        typer.echo(
+            f"  partitions {report.unchanged} were not re-created (their progress has the current topic IDs): {kept}"
+        )
+    elif not (report.progress_records or report.segments or report.metrics_snapshots):
         typer.echo(f"  nothing is stored for {report.topic} in flow {report.flow}: check the topic name")
     typer.echo(
         f"  source topic ID now: {report.source_topic_id or 'unknown'}; remote topic ID now: "
@@ -73,6 +96,8 @@ def _print(report: ResetReport) -> None:
     if report.delete_remote_topic:
         action = "deleted" if report.remote_topic_deleted else ("would be deleted" if report.dry_run else "absent")
         typer.echo(f"  remote topic {report.remote_topic}: {action}; the next run re-creates it")
+    if report.checkpoints_restarted:
+        typer.echo(f"  {report.checkpoints_restarted} checkpoint(s) of {report.remote_topic} restarted at the new copy")
     for p, (upstream, downstream) in sorted(report.fresh_starts.items()):
         typer.echo(
             f"  {report.topic}-{p}: the next copy {'would start' if report.dry_run else 'starts'} at upstream offset "

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
+from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.kafka.errors import KafkaOperationError, error_code
 from mirrorflow.kafka.groups import (
     CommittedOffset,
@@ -96,22 +97,41 @@ def _gather(
 
 
 def list_committed_offsets(
-    admin: AdminClient, cluster: str, groups: Sequence[str], timeout_s: float
+    admin: AdminClient,
+    cluster: str,
+    groups: Sequence[str],
+    timeout_s: float,
+    topics: Callable[[str], bool] | None = None,
 ) -> dict[str, dict[tuple[str, int], CommittedOffset]]:
-    """Committed offsets of every group in `groups` (a few consumers at a time, see `fetch_committed`);
-    partitions without a commit (offset < 0) are left out."""
+    """Committed offsets of every group in `groups` (a few consumers at a time, see `fetch_committed`) on the
+    topics `topics` accepts (every topic if None); partitions without a commit (offset < 0) are left out.
+
+    Every group is read even if some fail; the error then names each group that failed (and how), so one
+    unreadable group is never hidden behind another's error or a generic one."""
     unique = list(dict.fromkeys(groups))
     if not unique:
         return {}
     settings = reader_settings(admin, cluster)
-    partitions = all_partitions(admin, cluster, timeout_s)
+    partitions = all_partitions(admin, cluster, timeout_s, topics)
     deadline = time.monotonic() + timeout_s
 
-    def read(group: str) -> dict[tuple[str, int], CommittedOffset]:
-        return fetch_committed(settings, cluster, group, partitions, deadline)
+    def read(group: str) -> dict[tuple[str, int], CommittedOffset] | Exception:
+        try:
+            return fetch_committed(settings, cluster, group, partitions, deadline)
+        except Exception as err:  # reported below, with the group's name
+            return err
 
     with ThreadPoolExecutor(max_workers=min(_READERS, len(unique)), thread_name_prefix="group-offsets") as pool:
-        return dict(zip(unique, pool.map(read, unique), strict=True))
+        results = dict(zip(unique, pool.map(read, unique), strict=True))
+    failed = {g: r for g, r in results.items() if isinstance(r, Exception)}
+    if failed:
+        first = next(iter(failed.values()))
+        raise MirrorflowError(
+            f"reading the offsets of {len(failed)} of {len(unique)} consumer groups on '{cluster}' failed: "
+            + "; ".join(f"{g}: {err}" for g, err in list(failed.items())[:5])
+            + (f"; and {len(failed) - 5} more" if len(failed) > 5 else "")
+        ) from first
+    return {g: r for g, r in results.items() if not isinstance(r, Exception)}
 
 
 def describe_group_states(

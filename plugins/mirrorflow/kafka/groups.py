@@ -5,13 +5,20 @@ release so far) dereferences the admin client's missing group handle when the co
 NOT_COORDINATOR, and the process dies with SIGSEGV. That answer comes on the first group call to a fresh cluster
 and after any coordinator move (a broker restart). A consumer's `committed()` goes through the group machinery
 that handles it (it looks the coordinator up again and retries), so offsets are read that way: a consumer with the
-group's id that never subscribes and never commits, asked about every partition of the cluster.
+group's id that never subscribes and never commits, asked about the partitions its caller needs (every partition
+of the cluster when the caller cannot tell).
+
+That consumer reads with isolation.level=read_uncommitted. librdkafka's default, read_committed, makes OffsetFetch
+require stable offsets: while an exactly-once application holds a transaction with offsets of the group, the
+broker answers UNSTABLE_OFFSET_COMMIT until the transaction ends, and the read would wait for it up to its
+deadline. read_uncommitted returns the last committed offsets at once (those of the open transaction are not
+visible until it commits), which is what the admin call answers: a position at or before the group's newest.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,14 +89,20 @@ def reader_settings(admin: AdminClient, cluster: str) -> dict[str, Any]:
     return dict(settings)
 
 
-def all_partitions(admin: AdminClient, cluster: str, timeout_s: float) -> list[TopicPartition]:
-    """Every partition of every topic of the cluster: where a group may have committed."""
+def all_partitions(
+    admin: AdminClient, cluster: str, timeout_s: float, topics: Callable[[str], bool] | None = None
+) -> list[TopicPartition]:
+    """Every partition of every topic of the cluster (of the topics `topics` accepts): where a group may have
+    committed."""
     try:
         metadata = admin.list_topics(timeout=timeout_s)
     except KafkaException as err:
         raise KafkaOperationError(cluster, "listing topics", err) from err
     return [
-        TopicPartition(name, p) for name, topic in sorted(metadata.topics.items()) for p in sorted(topic.partitions)
+        TopicPartition(name, p)
+        for name, topic in sorted(metadata.topics.items())
+        if topics is None or topics(name)
+        for p in sorted(topic.partitions)
     ]
 
 
@@ -101,16 +114,28 @@ def fetch_committed(
     ready until `deadline` (time.monotonic)."""
     if not partitions:
         return {}
-    conf = {**settings, "group.id": group, "enable.auto.commit": False, "enable.auto.offset.store": False}
+    conf = {
+        **settings,
+        "group.id": group,
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "isolation.level": "read_uncommitted",  # never wait for stable offsets (module docstring)
+    }
     consumer = Consumer(conf)
+    unstable = False
     try:
         while True:
             try:
                 result = consumer.committed(list(partitions), timeout=max(0.5, deadline - time.monotonic()))
                 break
             except KafkaException as err:
+                unstable = unstable or error_code(err) == KafkaError.UNSTABLE_OFFSET_COMMIT
                 if error_code(err) not in _NOT_READY or time.monotonic() >= deadline:
-                    raise KafkaOperationError(cluster, f"reading offsets of consumer group '{group}'", err) from err
+                    what = f"reading offsets of consumer group '{group}'"
+                    if unstable:
+                        what += " (the broker reported offsets of an open transaction: an exactly-once application"
+                        what += " may hold one; let it finish or abort)"
+                    raise KafkaOperationError(cluster, what, err) from err
             time.sleep(_RETRY_PAUSE_S)
     finally:
         consumer.close()  # never joined the group: no LeaveGroup is sent
@@ -122,11 +147,12 @@ def fetch_committed(
 
 
 def committed_offsets(
-    admin: AdminClient, cluster: str, group: str, timeout_s: float
+    admin: AdminClient, cluster: str, group: str, timeout_s: float, topics: Callable[[str], bool] | None = None
 ) -> dict[tuple[str, int], CommittedOffset]:
-    """A group's committed offsets on the cluster's topics; partitions without a commit are left out."""
+    """A group's committed offsets on the cluster's topics (those `topics` accepts); partitions without a commit
+    are left out."""
     settings = reader_settings(admin, cluster)
-    partitions = all_partitions(admin, cluster, timeout_s)
+    partitions = all_partitions(admin, cluster, timeout_s, topics)
     return fetch_committed(settings, cluster, group, partitions, time.monotonic() + timeout_s)
 
 

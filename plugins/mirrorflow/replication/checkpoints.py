@@ -141,7 +141,8 @@ def find_groups(
         for g in list_group_ids(clients.source_admin, flow.source, clients.timeout_s)
         if wanted.should_replicate_group(g)
     ]
-    offsets = list_committed_offsets(clients.source_admin, flow.source, ids, clients.timeout_s)
+    replicated = rules.topic_filter.should_replicate_topic
+    offsets = list_committed_offsets(clients.source_admin, flow.source, ids, clients.timeout_s, replicated)
     return select_groups(offsets, wanted, rules.topic_filter.should_replicate_topic)
 
 

@@ -143,7 +143,8 @@ def sync_group_offsets(
         admin = clients.target_admin
         states = describe_group_states(admin, flow.target, groups, clients.timeout_s)
         idle = [g for g in groups if states.get(g, GroupState("UNKNOWN", 0)).state in IDLE_STATES]
-        current = list_committed_offsets(admin, flow.target, idle, clients.timeout_s)
+        synced = {t for g in idle for t, _p in store.group_checkpoints(g)}
+        current = list_committed_offsets(admin, flow.target, idle, clients.timeout_s, synced.__contains__)
         for group in groups:
             state = states.get(group, GroupState("UNKNOWN", 0))
             plan = plan_group_sync(group, state.state, store.group_checkpoints(group), current.get(group, {}))

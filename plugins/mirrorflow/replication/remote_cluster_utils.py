@@ -131,8 +131,8 @@ def _live(flow: Flow, groups: list[str], timeout_s: float) -> dict[str, list[Tra
     """Translate the groups' current source offsets with the offset maps (the next checkpoint's answer)."""
     rules = FlowRules.of(flow)
     admin = admin_client(flow.source_admin.librdkafka(), logger=LIBRDKAFKA_LOG)
-    offsets = list_committed_offsets(admin, flow.source, groups, timeout_s)
-    topics = {t for o in offsets.values() for t, _ in o if rules.topic_filter.should_replicate_topic(t)}
+    offsets = list_committed_offsets(admin, flow.source, groups, timeout_s, rules.topic_filter.should_replicate_topic)
+    topics = {t for o in offsets.values() for t, _ in o}
     maps = load_offset_maps(flow, topics=topics, timeout_s=timeout_s)
     positions = [(t, p, o.offset) for group in offsets.values() for (t, p), o in group.items() if t in topics]
     learn_leading_gaps(flow, maps, positions, admin, timeout_s)

@@ -45,6 +45,13 @@ from mirrorflow.replication.copy_plan import SourcePartitions, planned_identitie
 from mirrorflow.replication.copy_task import flow_reads_committed
 from mirrorflow.replication.flow_rules import FlowRules, internal_separator
 from mirrorflow.replication.metrics import metrics_topic, snapshot_key
+from mirrorflow.replication.reset_guards import (
+    old_checkpoints,
+    refuse_foreign_remote,
+    refuse_unfenced_copy,
+    restart_checkpoints,
+    unchanged_partitions,
+)
 
 StateKey = tuple[str, int, bytes]
 """(internal topic, partition, record key) of a live state record."""
@@ -59,6 +66,7 @@ class TopicState:
     segments: dict[int, list[StateKey]] = field(default_factory=dict)
     recorded: dict[int, Progress] = field(default_factory=dict)
     metrics: list[bytes] = field(default_factory=list)
+    unchanged: list[int] = field(default_factory=list)  # not re-created: kept (`reset_guards`)
 
     def partitions(self) -> set[int]:
         return set(self.progress) | set(self.segments)
@@ -81,32 +89,46 @@ class ResetReport:
     metrics_snapshots: int
     fresh_starts: dict[int, tuple[int, int]] = field(default_factory=dict)  # partition: (upstream, downstream)
     remote_topic_deleted: bool = False
+    unchanged: list[int] = field(default_factory=list)  # partitions not re-created (kept unless forced)
+    checkpoints_restarted: int = 0
 
 
-def reset_topic(flow: Flow, topic: str, *, dry_run: bool = False, delete_remote_topic: bool = False) -> ResetReport:
-    """Remove the copy state of `topic` so its next copy starts afresh (see the module docstring)."""
+def reset_topic(
+    flow: Flow, topic: str, *, dry_run: bool = False, delete_remote_topic: bool = False, force: bool = False
+) -> ResetReport:
+    """Remove the copy state of `topic` so its next copy starts afresh (see the module docstring). Refuses
+    before any change what `reset_guards` refuses; partitions that were not re-created are kept (reported in
+    `unchanged`) unless `force`."""
     timeout_s = flow.admin_timeout_ms / 1000
     remote = FlowRules.of(flow).remote_topic(topic)
+    if delete_remote_topic:
+        refuse_foreign_remote(flow, remote)
+    if not dry_run:
+        refuse_unfenced_copy(flow, force=force)
     count = list_topic_partitions(admin_client(flow.source_admin.librdkafka()), flow.source, timeout_s).get(topic, 0)
     remote_count = list_topic_partitions(admin_client(flow.target_admin.librdkafka()), flow.target, timeout_s).get(
         remote, 0
     )
-    ids = planned_identities(flow, [SourcePartitions(topic, remote, count)]).get(topic, ("", ""))
+    current = planned_identities(flow, [SourcePartitions(topic, remote, count)]).get(topic, ("", ""))
     # Kept remote partitions are continued at their end; a deleted or missing one is created empty by topic sync,
     # and its ID, unknown until then, is adopted by the copy's first commit.
     kept = 0 if delete_remote_topic else min(count, remote_count)
-    ids = (ids[0], ids[1] if kept else "")
-    state = read_state(flow, topic, remote, timeout_s)
-    if dry_run:
-        report = _report(flow, topic, remote, state, ids, dry_run=True, delete_remote_topic=delete_remote_topic)
+    ids = (current[0], current[1] if kept else "")
+    state = _to_reset(
+        flow, read_state(flow, topic, remote, timeout_s), current, remote_count, force, delete_remote_topic
+    )
+    if dry_run or (state.unchanged and not state.partitions()):  # nothing to do: every partition unchanged
+        report = _report(flow, topic, remote, state, ids, dry_run=dry_run, delete_remote_topic=delete_remote_topic)
         report.fresh_starts = _fresh_starts(flow, topic, remote, count, kept, timeout_s, state.partitions())
         return report
     with ExitStack() as stack:
         fenced = state.partitions() | set(range(count)) | set(range(remote_count))
         writers = {p: stack.enter_context(_fencing_writer(flow, topic, p, timeout_s)) for p in sorted(fenced)}
+        checkpoints = old_checkpoints(flow, remote, fenced, timeout_s) if delete_remote_topic else []
         if delete_remote_topic and remote_count:
             delete_topic(admin_client(flow.target_admin.librdkafka()), flow.target, remote, timeout_s)
-        state = read_state(flow, topic, remote, timeout_s)  # final: no copy of the topic can commit any more
+        # final: no copy of the topic can commit any more
+        state = _to_reset(flow, read_state(flow, topic, remote, timeout_s), current, 0, force, delete_remote_topic)
         report = _report(flow, topic, remote, state, ids, dry_run=False, delete_remote_topic=delete_remote_topic)
         report.remote_topic_deleted = delete_remote_topic and remote_count > 0
         report.fresh_starts = _fresh_starts(flow, topic, remote, count, kept, timeout_s, state.partitions())
@@ -114,16 +136,42 @@ def reset_topic(flow: Flow, topic: str, *, dry_run: bool = False, delete_remote_
             _tombstone_metrics(flow, state.metrics, timeout_s)
         done: list[int] = []
         for p, writer in writers.items():
+            if p not in state.partitions() and p in state.unchanged:
+                continue
             try:
                 _reset_partition(flow, writer, state, p, report.fresh_starts.get(p), ids)
             except KafkaOperationError as err:
                 raise MirrorflowError(
                     f"flow {flow.name}: resetting {topic}-{p} failed ({err}); partitions reset: "
                     f"{done or 'none'}. A copy of the topic is probably running (it fenced the reset): pause the "
-                    "flow and run the reset again."
+                    "flow and run the reset again (the partitions already reset are then kept as they are)."
                 ) from err
             done.append(p)
+        starts = {p: (report.fresh_starts.get(p, (0, 0))[0], 0) for p in fenced}
+        report.checkpoints_restarted = restart_checkpoints(flow, checkpoints, starts, timeout_s)
     return report
+
+
+def _to_reset(
+    flow: Flow, state: TopicState, current: tuple[str, str], remote_count: int, force: bool, delete_remote: bool
+) -> TopicState:
+    """`state` without the partitions that were not re-created (`reset_guards.unchanged_partitions`), unless
+    `force`; they are listed in `state.unchanged` either way."""
+    unchanged = unchanged_partitions(state.recorded, current, state.partitions())
+    state.unchanged = unchanged
+    if force or not unchanged:
+        return state
+    if delete_remote and remote_count:
+        raise MirrorflowError(
+            f"flow {flow.name}: {state.topic} partitions {unchanged} were not re-created (their progress records "
+            "the topic IDs the clusters report now), so deleting the remote topic would lose what they copied. Run "
+            "the reset without --delete-remote-topic, or with --force to copy the whole topic again."
+        )
+    for p in unchanged:
+        state.progress.pop(p, None)
+        state.segments.pop(p, None)
+        state.recorded.pop(p, None)
+    return state
 
 
 def _reset_partition(
@@ -212,6 +260,7 @@ def _report(
         progress_records=sum(len(v) for v in state.progress.values()),
         segments=sum(len(v) for v in state.segments.values()),
         metrics_snapshots=len(state.metrics),
+        unchanged=list(state.unchanged),
     )
 
 

@@ -58,6 +58,13 @@ def source_ends(ctx: Context, partitions: list[TP]) -> dict[TP, int]:
     )
 
 
+def high_watermarks(ctx: Context, partitions: list[TP]) -> dict[TP, int]:
+    """The source high watermarks (read_uncommitted ends): above the last stable offset while a transaction is
+    open."""
+    admin = ctx.clients.source_admin
+    return list_offsets(admin, ctx.flow.source, partitions, latest=True, timeout_s=ctx.timeout_s)
+
+
 def _copy_until_fenced_end(task: CopyTask, idle_limit_s: float = DRAIN_IDLE_S) -> CopyResult:
     """One partition up to the fenced end. The flow's own copy may still be running (it is paused after the
     drain) and fences our transactional producer, or we fence it: both copy exactly once, so a fenced attempt
@@ -130,18 +137,23 @@ def ledger(ctx: Context) -> Outcome:
     flow = ctx.flow
     copied = copied_to(ctx)
     ends: dict[TP, int] | None = None
+    tops: dict[TP, int] = {}
     starts: dict[TP, int] = {}
     if ctx.source_reachable:
         try:
             wanted = plan_partitions(ctx.plan())
             ends = source_ends(ctx, wanted)
+            # Records above the last stable offset (an open transaction, and everything after it) were not copied
+            # either, and may be committed: they count at risk, as in the planned drain.
+            tops = high_watermarks(ctx, wanted)
             starts = log_starts(ctx, wanted)
         except MirrorflowError:
             ends = None
     partitions: list[dict[str, Any]] = []
     for t, p in sorted(set(copied) | set(ends or {})):
         end = None if ends is None else ends.get((t, p))
-        at_risk: int | str = "unknown" if end is None else max(0, end - reached(copied, starts, (t, p)))
+        top = None if end is None else max(end, tops.get((t, p), end))
+        at_risk: int | str = "unknown" if top is None else max(0, top - reached(copied, starts, (t, p)))
         partitions.append(
             {
                 "topic": t,
@@ -152,6 +164,8 @@ def ledger(ctx: Context) -> Outcome:
                 "records_at_risk": at_risk,
             }
         )
+        if top is not None and end is not None and top > end:
+            partitions[-1]["above_last_stable_offset"] = top - end
         if (t, p) in copied and starts.get((t, p), 0) > copied[(t, p)]:
             # Deleted by retention before the copy read them: neither on the source nor on the target.
             partitions[-1]["lost_to_retention"] = starts[(t, p)] - copied[(t, p)]

@@ -10,6 +10,8 @@ not stop EndTxn), and an exactly-once drain stops at the last stable offset (LSO
 when, on every partition, the LSO equals the high watermark and stays there. `verify_fence` waits (bounded by
 `--open-transaction-wait-seconds`) for open transactions to end, then proves the high watermarks stand still;
 a transaction still open then is recorded, and its records are counted at risk by the drain and the report.
+A transaction that ends during the window writes its commit or abort marker, which moves the high watermark
+without being a write through the fence: when only such partitions moved, one more window decides.
 """
 
 from __future__ import annotations
@@ -183,11 +185,19 @@ def verify_fence(ctx: Context) -> Outcome:
         return open_transactions(ctx.clients.source_admin, ctx.flow.source, partitions, ctx.timeout_s)
 
     # Transactions open at the fence first: their commit markers would otherwise move the high watermark.
-    wait_for_open_transactions(sample_open, opts.open_transaction_wait_seconds)
-    ends, writes = verify_writes_stopped(sample, opts.fence_verify_seconds)
-    fenced_ends, still_open = sample_open()  # and the LSO stays at the high watermark
-    if not writes:
-        writes = moved(ends, fenced_ends)
+    open_before = wait_for_open_transactions(sample_open, opts.open_transaction_wait_seconds)
+    rechecked = False
+    while True:
+        ends, writes = verify_writes_stopped(sample, opts.fence_verify_seconds)
+        fenced_ends, still_open = sample_open()  # and the LSO stays at the high watermark
+        if not writes:
+            writes = moved(ends, fenced_ends)
+        ended = {tp_key(t, p) for (t, p) in open_before if (t, p) not in still_open}
+        if not writes or rechecked or not set(writes) <= ended:
+            break
+        # Only partitions whose open transaction ended in the window moved: that may be nothing but its commit
+        # or abort marker, which is not a write through the fence. One more window decides.
+        rechecked, open_before = True, still_open
     if writes:
         rolled = roll_back_fence(ctx, sorted({t for t, _ in partitions}))
         moved_text = ", ".join(f"{k} (+{v})" for k, v in list(writes.items())[:5])
@@ -198,6 +208,7 @@ def verify_fence(ctx: Context) -> Outcome:
     return done(
         fenced_ends={tp_key(t, p): o for (t, p), o in sorted(fenced_ends.items())},
         window_seconds=opts.fence_verify_seconds,
+        rechecked_after_transactions_ended=rechecked,
         # Records of transactions still open after the wait: they may commit after the cutover (at risk).
         open_transactions={tp_key(t, p): n for (t, p), n in sorted(still_open.items())},
         note=(

@@ -51,14 +51,14 @@ def selected_group_offsets(ctx: Context) -> dict[str, dict[TP, CommittedOffset]]
     if ctx.options.groups is not None:
         wanted = partial(matches, compile_patterns([ctx.options.groups], key="--groups"))
     ids = [g for g in list_group_ids(admin, ctx.flow.source, ctx.timeout_s) if wanted(g)]
-    offsets = list_committed_offsets(admin, ctx.flow.source, ids, ctx.timeout_s)
     keep_topic = FlowRules.of(ctx.flow).topic_filter.should_replicate_topic
 
     def keep(topic: str) -> bool:
         home = returning_topic(ctx, topic)
         return keep_topic(topic if home is None else home)
 
-    return {g: {tp: o for tp, o in found.items() if keep(tp[0])} for g, found in offsets.items() if found}
+    offsets = list_committed_offsets(admin, ctx.flow.source, ids, ctx.timeout_s, keep)
+    return {g: found for g, found in offsets.items() if found}
 
 
 def translate(ctx: Context) -> list[dict[str, Any]]:
@@ -87,17 +87,76 @@ def translate(ctx: Context) -> list[dict[str, Any]]:
     for group, found in sorted(offsets.items()):
         for (topic, partition), committed in sorted(found.items()):
             home = homes[topic]
-            if home is None and topic in same_name and on_a_copy(inverse, topic, partition, committed.offset):
-                remote, t = topic, inverse.untranslate(topic, partition, committed.offset)
+            if home is None and topic in same_name:
+                remote, (offset, status) = topic, both_origins(maps, inverse, topic, partition, committed.offset)
             elif home is None:
                 remote = rename_topic_partition(
                     topic, policy=policy, source_alias=flow.source, target_alias=flow.target
                 )
                 t = maps.translate(topic, partition, committed.offset)
+                offset, status = t.offset, t.status
             else:
                 remote, t = home, inverse.untranslate(home, partition, committed.offset)
-            rows.append(_row(group, topic, remote, partition, committed.offset, t.offset, t.status, committed.metadata))
+                offset, status = t.offset, t.status
+            rows.append(_row(group, topic, remote, partition, committed.offset, offset, status, committed.metadata))
     return rows
+
+
+def both_origins(
+    forward: FlowOffsetMaps, reverse: FlowOffsetMaps, topic: str, partition: int, position: int
+) -> tuple[int | None, str]:
+    """(offset on the target, status) for a group at `position` of a same-named topic that holds records of
+    both origins (IdentityReplicationPolicy): its own, which the forward map translates, and copies of the
+    target's, which the reverse map brings home (`on_a_copy`). The two interleave in different orders on the
+    two clusters (records the target wrote before a failover are copied to the source only after the source's
+    own new records), so neither map alone is safe: the group resumes at the smaller of the two candidates,
+    labelled "re-read" when some records below `position` are read again there, "exact" otherwise. Never a
+    skip: every unread record of either origin is at or after its own candidate on the target."""
+    ahead = forward.translate(topic, partition, position)
+    back = reverse.untranslate(topic, partition, position)
+    if ahead.offset is None:  # nothing of the source's own to translate (or a stale position)
+        return (back.offset, back.status) if on_a_copy(reverse, topic, partition, position) else (None, ahead.status)
+    if back.offset is None:
+        return ahead.offset, ahead.status
+    resume = min(ahead.offset, _past_own_copies(forward, reverse, topic, partition, back.offset))
+    if not _rereads_nothing(forward, reverse, topic, partition, resume, position):
+        return resume, "re-read"
+    return resume, ahead.status if resume == ahead.offset else back.status
+
+
+def _past_own_copies(forward: FlowOffsetMaps, reverse: FlowOffsetMaps, topic: str, partition: int, back: int) -> int:
+    """`back` moved over the copies of the source's own records, when it lies past everything the reverse copy
+    read: records there that the reverse copy never read are either copies the forward map knows (the group met
+    their originals on the source) or the target's own, which the group never saw; the first offset that no
+    exact forward run covers is thus still at or before the first of the latter."""
+    theirs, own = reverse.get(topic, partition), forward.get(topic, partition)
+    if own is None or theirs is None or theirs.upstream_end is None or back < theirs.upstream_end:
+        return back
+    for run in own.segments():
+        if run.exact and run.downstream_start <= back < run.downstream_start + run.length:
+            back = run.downstream_start + run.length
+    return back
+
+
+def _rereads_nothing(
+    forward: FlowOffsetMaps, reverse: FlowOffsetMaps, topic: str, partition: int, resume: int, position: int
+) -> bool:
+    """Whether a group that had read the source's topic below `position` reads none of those records again
+    from `resume` on the target: the first copy of a source record at or after `resume` (forward map, inverted)
+    and the first target record at or after `resume` that was copied to the source (reverse map) both lie at or
+    after `position` on the source (or do not exist)."""
+    own, theirs = forward.get(topic, partition), reverse.get(topic, partition)
+    own_runs = () if own is None else own.segments()
+    if own is not None and own_runs and resume < own_runs[-1].downstream_start + own_runs[-1].downstream_length:
+        first = own.untranslate(resume)
+        if first is not None and first < position:
+            return False
+    their_runs = () if theirs is None else theirs.segments()
+    if theirs is not None and their_runs and resume < their_runs[-1].upstream_start + their_runs[-1].upstream_length:
+        first = theirs.translate(resume)
+        if first is not None and first < position:
+            return False
+    return True
 
 
 def on_a_copy(inverse: FlowOffsetMaps, topic: str, partition: int, offset: int) -> bool:
@@ -208,7 +267,8 @@ def commit_offsets(ctx: Context) -> Outcome:
     mismatched: list[str] = []
     for group, offsets in sorted(per_group.items()):
         write_group_offsets(ctx.clients.target_admin, flow.target, group, offsets, ctx.timeout_s)
-        back = committed_offsets(ctx.clients.target_admin, flow.target, group, ctx.timeout_s)
+        written = {t for t, _p in offsets}
+        back = committed_offsets(ctx.clients.target_admin, flow.target, group, ctx.timeout_s, written.__contains__)
         for tp, want in offsets.items():
             got = back.get(tp)
             if got is None or got.offset != want.offset:

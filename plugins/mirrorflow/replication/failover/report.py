@@ -199,11 +199,12 @@ def render_markdown(report: dict[str, Any]) -> str:
         "",
         "## Partitions",
         "",
-        "| topic | partition | source end | copied to | at risk |",
-        "|---|---:|---:|---:|---:|",
+        "| topic | partition | source end | copied to | at risk | above last stable offset | lost to retention |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for p in report["partitions"]:
         lines.append(
-            f"| {p['topic']} | {p['partition']} | {p['source_end']} | {p['copied_to']} | {p['records_at_risk']} |"
+            f"| {p['topic']} | {p['partition']} | {p['source_end']} | {p['copied_to']} | {p['records_at_risk']} "
+            f"| {p.get('above_last_stable_offset', 0)} | {p.get('lost_to_retention', 0)} |"
         )
     return "\n".join(lines) + "\n"
