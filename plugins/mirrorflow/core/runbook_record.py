@@ -14,7 +14,8 @@ id is "" when it did not answer (an unplanned run): such a record applies to any
 side; and a reader that cannot get the source's id takes every record of the aliases and holder as its own
 (`RunbookId.owns`, `pause_applies`). `run` is "" for the CLI's current runbook of a direction and pair (a
 finished one is moved to `done-<ms>` when a new one starts), the DAG run id for the Airflow DAGs. So a topic
-restored or copied elsewhere, or a cluster recreated under the same alias, never inherits another pair's state. A value is UTF-8 JSON with "version": 1 and "clusters" (the ids by alias); a tombstone (None) deletes.
+restored or copied elsewhere, or a cluster recreated under the same alias, never inherits another pair's state.
+A value is UTF-8 JSON with "version": 1 and "clusters" (the ids by alias); a tombstone (None) deletes.
 Values hold offsets, step results and reasons, never a secret.
 """
 
