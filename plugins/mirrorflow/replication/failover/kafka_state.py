@@ -153,7 +153,7 @@ class KafkaStateStore:
         stored = None if found is None else self._state(found)
         if stored is not None and found is not None and self._finished(stored, found, latest):
             self._archive(found[0], latest)
-            stored = None
+            stored, self.key = None, self.runbook.key()  # the new runbook under its own key, not the adopted one
         elif stored is not None and stored.completed() and not self.runbook.run:
             log.info("%s: completed already; its report is shown again (--restart runs it anew)", self.where)
         return open_state(stored, key, step_names, restart=restart, where=self.where)
