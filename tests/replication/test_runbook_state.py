@@ -4,7 +4,10 @@ working directory, safe against a second writer.
 The same-alias tests use the session's clusters A and B and a third cluster C: pair 1 is (A, B); pair 2 names C
 "A" (same B); pair 3 names C "B". A runbook of pair 1 pauses only pair 1's flow, and pair 2's runbook does not
 resume pair 1's. Pause markers left here are deleted at the end: the session clusters are shared. Also: a fenced
-second writer, and the bound on finished DAG runs (~30 s).
+second writer, the bound on finished DAG runs, a completed CLI runbook that is finished history (flow resumed,
+or a failback after it), markers and runbooks found while the source does not answer (a closed port: each such
+test waits the 10 s source probe), an unknown target or an open transaction that makes the pause check say it
+cannot tell, and the runbook topic's compaction settings (~2 min in all).
 """
 
 from __future__ import annotations
@@ -24,8 +27,9 @@ from tests.replication.runbook_helpers import mirrorflow, runbook_records, unpau
 
 from mirrorflow.config.loader import load_config
 from mirrorflow.config.model import Flow, MirrorConfig
-from mirrorflow.core.errors import MirrorflowError
-from mirrorflow.core.runbook_record import RUNBOOK_TOPIC, RunbookId
+from mirrorflow.core.errors import MirrorflowError, UsageError
+from mirrorflow.core.runbook_record import RUNBOOK_TOPIC, RunbookId, encode_value, pause_key
+from mirrorflow.kafka.produce import OutgoingRecord
 from mirrorflow.kafka.runbook_store import RUNBOOK_SEGMENT_MS, RunbookFenced, ensure_runbook_topic
 from mirrorflow.local.cluster import LocalClusters
 from mirrorflow.local.properties import mm2_config_text
@@ -276,6 +280,28 @@ def test_a_planned_marker_holds_while_the_source_does_not_answer(
     with FlowClients(dead) as clients:
         assert unpause(dead, clients), "unpause with the source down deletes the marker"
     assert _paused(flow) is None
+
+
+def test_unpause_with_the_source_down_refuses_when_markers_name_several_sources(
+    tmp_path: Path, pair: tuple[MirrorConfig, str], kafka_clusters: LocalClusters
+) -> None:
+    """Two clusters called A paused A->B on this B: with A down, which marker is meant cannot be told."""
+    config, group = pair
+    flow = config.flow("A->B")
+    run_failover(
+        FailoverOptions(config=str(config.path), primary="A", dr="B", groups=group, restart=True),
+        steps=[("pause_flow", pause_flow)],
+    )
+    with FlowClients(flow) as clients:
+        other = pause_key("A", "B", str(flow_clusters(flow, clients, target_required=True)["B"]), "another-a")
+        clients.target_writer.write([OutgoingRecord(RUNBOOK_TOPIC, 0, other, encode_value({"reason": "x"}, {}))])
+        try:
+            dead = _flow_at(tmp_path, "dead-source", {"A": CLOSED_PORT, "B": kafka_clusters.bootstrap("B")}, flow)
+            with FlowClients(dead) as dead_clients, pytest.raises(UsageError, match="cannot be told"):
+                unpause(dead, dead_clients)
+            assert "paused" in str(_paused(flow)), "nothing was deleted"
+        finally:
+            clients.target_writer.write([OutgoingRecord(RUNBOOK_TOPIC, 0, other, None)])
 
 
 def test_a_runbook_begun_with_the_source_up_resumes_while_it_is_down(pair: tuple[MirrorConfig, str]) -> None:
