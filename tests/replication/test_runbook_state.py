@@ -222,7 +222,9 @@ def _steps(report: dict[str, Any]) -> list[tuple[str, str, int]]:
     return [(s["name"], s["status"], s["attempts"]) for s in report["steps"]]
 
 
-def test_a_new_cli_failover_after_the_flow_was_resumed_runs_again(pair: tuple[MirrorConfig, str]) -> None:
+def test_a_new_cli_failover_after_the_flow_was_resumed_runs_again(
+    pair: tuple[MirrorConfig, str], caplog: pytest.LogCaptureFixture
+) -> None:
     """Review R5: failover, unpause (the flow resumed, as after a failback), and a failover of the same pair later
     was a silent no-op that re-showed the old report. A re-run while the failover still holds (its marker in
     place) must stay a no-op; once the flow resumed, the next invocation is a new runbook; the old one is kept."""
@@ -235,6 +237,7 @@ def test_a_new_cli_failover_after_the_flow_was_resumed_runs_again(pair: tuple[Mi
         _steps(again) == [("pause_flow", DONE, 1)]
         and again["steps"][0]["started_ms"] == first["steps"][0]["started_ms"]
     ), "a re-run: no-op"
+    assert "completed at" in caplog.text and "nothing is redone" in caplog.text
     unpause_all(flow)
     assert _paused(flow) is None
     later = run_failover(replace(options, restart=False), steps=[("pause_flow", pause_flow)])

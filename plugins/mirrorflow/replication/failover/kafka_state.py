@@ -151,12 +151,23 @@ class KafkaStateStore:
         self._prune(latest)
         found = None if restart else self._found(latest)
         stored = None if found is None else self._state(found)
-        if stored is not None and found is not None and self._finished(stored, found, latest):
-            self._archive(found[0], latest)
-            stored, self.key = None, self.runbook.key()  # the new runbook under its own key, not the adopted one
-        elif stored is not None and stored.completed() and not self.runbook.run:
-            log.info("%s: completed already; its report is shown again (--restart runs it anew)", self.where)
+        if stored is not None and found is not None:
+            if self._finished(stored, found, latest):
+                self._archive(found[0], latest)
+                stored, self.key = None, self.runbook.key()  # the new runbook under its own key, not the adopted one
+            elif stored.completed() and not self.runbook.run:
+                self._say_completed(int(found[1].get("updated_ms", 0)))
         return open_state(stored, key, step_names, restart=restart, where=self.where)
+
+    def _say_completed(self, updated_ms: int) -> None:
+        when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(updated_ms / 1000))
+        log.warning(
+            "%s: this %s completed at %s and still holds (its pause marker is in place): its report is shown "
+            "again and nothing is redone; --restart runs it anew",
+            self.where,
+            self.runbook.direction,
+            when,
+        )
 
     def _archive(self, key: bytes, latest: dict[bytes, bytes]) -> None:
         """Keep a finished CLI runbook and its report under run `done-<ms>` (pruned with finished DAG runs) and
