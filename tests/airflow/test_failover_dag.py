@@ -174,6 +174,26 @@ def test_run_loop_drops_a_flow_paused_while_it_runs(tmp_path: Path) -> None:
     assert said == ["A->B paused"] and ran == []
 
 
+def test_run_loop_skips_a_cycle_when_the_pause_cannot_be_told(tmp_path: Path) -> None:
+    """Review: an unreadable target id counted as "not paused"; now the cycle's steps are skipped, said once per
+    cycle, and the flow is checked again at its next cycle (not dropped)."""
+    from mirrorflow.config.loader import load_config
+    from mirrorflow.replication.failover.kafka_state import PauseUnknown
+    from mirrorflow.replication.flow_cycle import run_loop
+
+    flow = load_config(offline_config(tmp_path)).flow("A->B")
+    said: list[str] = []
+    ran: list[Any] = []
+    asked: list[str] = []
+
+    def unknown(f: Any, _clients: Any) -> str | None:
+        asked.append(f.name)
+        raise PauseUnknown("'B' did not answer")
+
+    run_loop([flow], seconds=0.2, on_report=ran.append, paused=unknown, on_skipped=said.append)
+    assert ran == [] and said == ["skipped this cycle: 'B' did not answer"] * len(asked) and asked
+
+
 # ---- against the session's clusters ---------------------------------------------------------------------------
 def _copied_flow(live_flow: Any) -> tuple[Path, str, str]:
     """A->B with 30 records copied (checkpoints and all), 10 more on A, and a group part-way on A."""

@@ -56,6 +56,16 @@ def test_repeat_runs_late_rounds_at_once_instead_of_sleeping() -> None:
     assert clock.sleeps == []
 
 
+def test_repeat_stops_early_when_asked_between_rounds() -> None:
+    """A failover paused the flow during a continuous run: the next round does not start."""
+    clock = FakeClock()
+    answers = iter([None, "flow A->B is paused by a failover A->B"])
+    reports = repeat(
+        lambda: clock.now, every=1.0, for_seconds=10.0, clock=clock, sleep=clock.sleep, stop=lambda: next(answers)
+    )
+    assert reports == [100.0, 101.0]
+
+
 @dataclass(frozen=True)
 class Row:
     topic: str

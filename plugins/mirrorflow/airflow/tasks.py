@@ -11,7 +11,10 @@ next `@continuous` run takes over. In interval mode each runs once.
 
 A flow a failover paused (its marker in the runbook topic on the flow's target, seen from any worker; with the
 air-gapped override `$MIRRORFLOW_STATE_DIR`, also a `paused-flow.json` marker under it) skips every task with
-the marker's reason, so the copy task downstream skips too.
+the marker's reason, so the copy task downstream skips too; so does a check that cannot tell (the target does
+not answer, or an open transaction holds the runbook topic). In continuous mode the heartbeat, checkpoint and
+group sync tasks check again before each round and stop when paused; the copy itself runs until its run ends
+(`mirrorflow.copy.run.seconds`).
 
 Replication modules are imported inside the callables: the scheduler's DAG parser never loads Kafka clients.
 """
@@ -72,15 +75,26 @@ def load_flow(config_path: str, flow_name: str, clusters: Clusters = None) -> Fl
 
 
 def skip_if_paused(flow: Flow) -> None:
-    """AirflowSkipException when a failover paused the flow: nothing may be copied after clients moved."""
-    from mirrorflow.replication.flow_clients import FlowClients
-    from mirrorflow.replication.flow_cycle import flow_paused, state_root_override
-
-    with FlowClients(flow) as clients:
-        reason = flow_paused(flow, clients, state_root_override(REPO))
+    """AirflowSkipException when a failover paused the flow (nothing may be copied after clients moved), or when
+    that cannot be told now (`PauseUnknown`: its target does not answer, or an open transaction holds the runbook
+    topic): the next run checks again."""
+    reason = pause_check(flow)
     if reason is not None:
         log.warning("%s", reason)
         raise AirflowSkipException(reason)
+
+
+def pause_check(flow: Flow, max_age_s: float = 0.0) -> str | None:
+    """Why the flow must not run now (`flow_paused`, an unknown answer included), or None."""
+    from mirrorflow.replication.failover.kafka_state import PauseUnknown
+    from mirrorflow.replication.flow_clients import FlowClients
+    from mirrorflow.replication.flow_cycle import flow_paused, state_root_override
+
+    try:
+        with FlowClients(flow) as clients:
+            return flow_paused(flow, clients, state_root_override(REPO), max_age_s)
+    except PauseUnknown as err:
+        return str(err)
 
 
 def repeat(
@@ -90,8 +104,10 @@ def repeat(
     for_seconds: float,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    stop: Callable[[], str | None] | None = None,
 ) -> list[Any]:
-    """Run `step` now and then every `every` seconds until `for_seconds` have passed; the first failure raises."""
+    """Run `step` now and then every `every` seconds until `for_seconds` have passed; the first failure raises.
+    `stop()` is asked before each later round: a reason ends the rounds early (a failover paused the flow)."""
     start = clock()
     deadline = start + for_seconds
     due = start
@@ -103,14 +119,22 @@ def repeat(
         now = clock()
         if due > now:
             sleep(due - now)
+        why = stop() if stop is not None else None
+        if why is not None:
+            log.warning("stopped after %d round(s): %s", len(reports), why)
+            return reports
         reports.append(step())
 
 
 def _cadence(flow: Flow, every: float, step: Callable[[], Any]) -> dict[str, Any]:
-    """Once in interval mode; at `every` for the copy's run time in continuous mode."""
+    """Once in interval mode; at `every` for the copy's run time in continuous mode, checking the pause marker
+    before each later round (a cached answer at most `PAUSE_CACHE_S` old)."""
+    from mirrorflow.replication.failover.kafka_state import PAUSE_CACHE_S
+
     started = time.monotonic()
     if flow.copy_mode == "continuous":
-        reports = repeat(step, every=every, for_seconds=float(flow.copy_run_seconds))
+        stop = functools.partial(pause_check, flow, PAUSE_CACHE_S)
+        reports = repeat(step, every=every, for_seconds=float(flow.copy_run_seconds), stop=stop)
     else:
         reports = [step()]
     summary = repeated_summary(reports, time.monotonic() - started)

@@ -34,6 +34,7 @@ from mirrorflow.cli.plan_cmd import (
 )
 from mirrorflow.config.model import Flow
 from mirrorflow.core.errors import UsageError
+from mirrorflow.replication.failover.kafka_state import PAUSE_CACHE_S, PauseUnknown
 from mirrorflow.replication.flow_clients import FlowClients
 from mirrorflow.replication.flow_cycle import (
     ControlPlaneReport,
@@ -116,8 +117,9 @@ def run(
                     seconds=for_seconds,
                     on_report=record,
                     copy=copy,
-                    paused=lambda f, c: flow_paused(f, c, root),
+                    paused=lambda f, c: flow_paused(f, c, root, PAUSE_CACHE_S),
                     on_paused=lambda reason: typer.echo(f"stopped: {reason}", err=True),
+                    on_skipped=lambda line: typer.echo(line, err=True),
                 )
             except KeyboardInterrupt:
                 typer.echo("interrupted", err=True)
@@ -136,8 +138,12 @@ def _unpaused(flows: list[Flow], root: Path | None) -> list[Flow]:
     """The flows no failover has paused (markers in Kafka; with the override, also under `root`)."""
     kept = []
     for f in flows:
-        with FlowClients(f) as clients:
-            reason = flow_paused(f, clients, root)
+        try:
+            with FlowClients(f) as clients:
+                reason = flow_paused(f, clients, root)
+        except PauseUnknown as err:
+            typer.echo(f"skipped: {err}", err=True)
+            continue
         if reason is None:
             kept.append(f)
         else:

@@ -11,9 +11,11 @@ Keys are UTF-8 JSON arrays, so compaction keeps one record per runbook, per repo
   ["pause",   flow source alias, flow target alias, <holder id>, <source id>]
 The holder is the cluster whose topic it is (the flow's target); the source is the flow's other cluster, whose
 id is "" when it did not answer (an unplanned run): such a record applies to any source of that alias, the safe
-side. `run` is "" for the CLI (one runbook per direction and pair) and the DAG run id for the Airflow DAGs. So a
-topic restored or copied elsewhere, or a cluster recreated under the same alias, never inherits another pair's
-state. A value is UTF-8 JSON with "version": 1 and "clusters" (the ids by alias); a tombstone (None) deletes.
+side; and a reader that cannot get the source's id takes every record of the aliases and holder as its own
+(`RunbookId.owns`, `pause_applies`). `run` is "" for the CLI's current runbook of a direction and pair (a
+finished one is moved to `done-<ms>` when a new one starts), the DAG run id for the Airflow DAGs. So a topic
+restored or copied elsewhere, or a cluster recreated under the same alias, never inherits another pair's state.
+A value is UTF-8 JSON with "version": 1 and "clusters" (the ids by alias); a tombstone (None) deletes.
 Values hold offsets, step results and reasons, never a secret.
 """
 
@@ -51,10 +53,14 @@ class RunbookId:
     def key(self, kind: str = RUNBOOK) -> bytes:
         return _key([kind, self.direction, self.primary, self.dr, self.holder_id, self.source_id, self.run])
 
-    def candidates(self) -> list[RunbookId]:
-        """Where this runbook's state may be: under the source's id, or under "" if it began without it."""
-        unknown = RunbookId(self.direction, self.primary, self.dr, self.holder_id, "", self.run)
-        return [self, unknown] if self.source_id else [self]
+    def owns(self, parts: list[str], kind: str = RUNBOOK) -> bool:
+        """A decoded key of this runbook's `kind`: same direction, aliases, holder and run, and a source id that
+        is ours or unknown on either side (a runbook begun, or resumed, while the source did not answer)."""
+        if len(parts) != 7 or parts[0] != kind or parts[6] != self.run:
+            return False
+        return parts[1:5] == [self.direction, self.primary, self.dr, self.holder_id] and same_source(
+            parts[5], self.source_id
+        )
 
     def describe(self) -> str:
         run = f" run {self.run}" if self.run else ""
@@ -63,6 +69,17 @@ class RunbookId:
 
 def pause_key(source: str, target: str, target_id: str, source_id: str) -> bytes:
     return _key([PAUSE, source, target, target_id, source_id])
+
+
+def pause_applies(parts: list[str], source: str, target: str, target_id: str, source_id: str) -> bool:
+    """A decoded pause key that pauses the flow `source`->`target` on these clusters: same aliases and holder,
+    and the source's id ours or unknown on either side. With the source's id unknown (it does not answer), a
+    marker written with any id applies: pausing too much is the safe side."""
+    return len(parts) == 5 and parts[:4] == [PAUSE, source, target, target_id] and same_source(parts[4], source_id)
+
+
+def same_source(stored: str, now: str) -> bool:
+    return not stored or not now or stored == now
 
 
 def _key(parts: list[str]) -> bytes:

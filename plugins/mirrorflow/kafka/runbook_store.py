@@ -17,9 +17,9 @@ from confluent_kafka.admin import AdminClient
 
 from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.kafka.clients import producer as make_producer
-from mirrorflow.kafka.compacted_log import read_to_end
+from mirrorflow.kafka.compacted_log import OPEN_TRANSACTION_WAIT_S, read_to_end
 from mirrorflow.kafka.errors import KafkaOperationError
-from mirrorflow.kafka.topics import create_compacted_topic
+from mirrorflow.kafka.topics import NewTopicSpec, create_topics
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +30,14 @@ TRANSACTION_TIMEOUT_MS = 30_000
 _FENCED = (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
 
 
+RUNBOOK_SEGMENT_MS = 3_600_000
+"""The runbook topic rolls a segment every hour: only closed segments are compacted, and a quiet topic's
+active segment would otherwise hold every overwritten state for the broker's default week."""
+RUNBOOK_TOPIC_CONFIGS = {
+    "cleanup.policy": "compact",
+    "segment.ms": str(RUNBOOK_SEGMENT_MS),
+    "min.cleanable.dirty.ratio": "0.1",
+}
 CLIENT_MAX_BYTES = 64 * 1024 * 1024
 _TOO_LARGE = (KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE)
 
@@ -63,7 +71,14 @@ def probe_cluster_id(admin: AdminClient, cluster: str, timeout_s: float) -> str 
 
 
 def ensure_runbook_topic(admin: AdminClient, cluster: str, topic: str, replication_factor: int, timeout: float) -> None:
-    create_compacted_topic(admin, cluster, topic, replication_factor, timeout)
+    """One compacted partition with `RUNBOOK_TOPIC_CONFIGS`; an existing topic is left as it is (docs/failover.md
+    gives the command that sets them on a topic created by an earlier version)."""
+    spec = NewTopicSpec(topic, 1, replication_factor, RUNBOOK_TOPIC_CONFIGS)
+    try:
+        create_topics(admin, cluster, [spec], timeout)
+    except KafkaOperationError as err:
+        if err.code not in (KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED):
+            raise  # not allowed to create: it must exist already (the reads and writes say so if not)
 
 
 def topic_exists(admin: AdminClient, cluster: str, topic: str, timeout_s: float) -> bool:
@@ -79,10 +94,14 @@ def topic_exists(admin: AdminClient, cluster: str, topic: str, timeout_s: float)
     raise KafkaOperationError(cluster, f"looking up topic '{topic}'", metadata.error)
 
 
-def read_latest(cluster: str, conf: Mapping[str, str], topic: str, timeout_s: float) -> dict[bytes, bytes]:
-    """The latest committed value per key (a tombstone removes the key); empty when the topic is absent."""
+def read_latest(
+    cluster: str, conf: Mapping[str, str], topic: str, timeout_s: float, wait_s: float = OPEN_TRANSACTION_WAIT_S
+) -> dict[bytes, bytes]:
+    """The latest committed value per key (a tombstone removes the key); empty when the topic is absent.
+    `OpenTransactionError` when an open transaction holds the read for `wait_s` (a writer killed inside one)."""
     latest: dict[bytes, bytes] = {}
-    for _p, _o, key, value, _ts in read_to_end(cluster, conf, topic, read_committed=True, timeout_s=timeout_s):
+    records = read_to_end(cluster, conf, topic, read_committed=True, timeout_s=timeout_s, wait_s=wait_s)
+    for _p, _o, key, value, _ts in records:
         if key is None:
             continue
         if value is None:

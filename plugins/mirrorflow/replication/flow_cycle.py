@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -27,7 +28,7 @@ from mirrorflow.config.model import Flow
 from mirrorflow.replication.acl_sync import AclSyncReport, sync_acls
 from mirrorflow.replication.config_sync import ConfigSyncReport, sync_configs
 from mirrorflow.replication.discovery import FlowPlan, discover
-from mirrorflow.replication.failover.kafka_state import flow_clusters, pause_reason
+from mirrorflow.replication.failover.kafka_state import PauseUnknown, checked_pause, flow_clusters
 from mirrorflow.replication.failover.state import Clusters, marker_applies, paused_flows
 from mirrorflow.replication.flow_clients import FlowClients
 from mirrorflow.replication.flow_rules import FlowRules
@@ -54,6 +55,8 @@ STATE_DIR_ENV = "MIRRORFLOW_STATE_DIR"
 
 CopyStep = Callable[[Flow, FlowPlan, FlowClients], Any]
 """Hook for the record copy: `copy(flow, plan, clients)` returns a JSON-friendly report (dataclass or dict)."""
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -226,12 +229,14 @@ def run_loop(
     sleep: Callable[[float], None] = time.sleep,
     paused: Callable[[Flow, FlowClients], str | None] | None = None,
     on_paused: Callable[[str], None] | None = None,
+    on_skipped: Callable[[str], None] | None = None,
 ) -> None:
     """Run the flows (and the heartbeat-only pairs) on their schedules for `seconds` (None: until
     interrupted). Fails on the first error: a cycle that did not complete is never reported as done.
 
     `paused(flow, its clients)` gives a reason when a failover paused the flow meanwhile: it is dropped (not the
-    heartbeat-only pairs) and `on_paused(reason)` says so once."""
+    heartbeat-only pairs) and `on_paused(reason)` says so once. When that cannot be told (`PauseUnknown`), the
+    flow's due steps are skipped for this cycle and `on_skipped(line)` (else the log) says so."""
     start = clock()
     deadline = None if seconds is None else start + seconds
     clients: Mapping[str, FlowClients] = {f.name: FlowClients(f) for f in (*flows, *heartbeat_flows)}
@@ -247,7 +252,12 @@ def run_loop(
                 if not steps:
                     continue
                 flow = schedule.flow
-                reason = None if paused is None or schedule.heartbeat_only else paused(flow, clients[flow.name])
+                try:
+                    reason = None if paused is None or schedule.heartbeat_only else paused(flow, clients[flow.name])
+                except PauseUnknown as err:  # nothing could be written into a target that does not answer
+                    (on_skipped or log.warning)(f"skipped this cycle: {err}")
+                    schedule.done(steps, clock())
+                    continue
                 if reason is not None:
                     schedules.remove(schedule)
                     if on_paused is not None:
@@ -284,16 +294,16 @@ def state_root_override(base: Path | None = None) -> Path | None:
     return root if root.is_absolute() or base is None else base / root
 
 
-def flow_paused(flow: Flow, clients: FlowClients, root: Path | None) -> str | None:
+def flow_paused(flow: Flow, clients: FlowClients, root: Path | None, max_age_s: float = 0.0) -> str | None:
     """Why `flow` must not run (a failover paused it), or None: with the local override (`root`), a marker file
     under `root`; else its marker in the runbook topic on its target. Either applies only to these clusters.
-    A target that does not answer has no marker to read, and nothing can be copied into it either."""
+    `PauseUnknown` when it cannot be told now (the target does not answer, or an open transaction holds the
+    runbook topic): the caller runs nothing of the flow this time. `max_age_s`: see `checked_pause`."""
     if root is not None:
         reason = paused_reason(flow.name, root, lambda: flow_clusters(flow, clients, target_required=False))
         if reason is not None:
             return reason
-    clusters = flow_clusters(flow, clients, target_required=False)
-    return None if clusters[flow.target] is None else pause_reason(flow, clients, clusters)
+    return checked_pause(flow, clients, max_age_s)
 
 
 def paused_reason(flow_name: str, root: Path, clusters: Callable[[], Clusters] | None = None) -> str | None:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from mirrorflow.config.model import Flow
-from mirrorflow.core.errors import MirrorflowError
+from mirrorflow.core.errors import MirrorflowError, UsageError
 from mirrorflow.core.runbook_record import (
     KEPT_RUNS,
     REPORT,
@@ -33,9 +33,11 @@ from mirrorflow.core.runbook_record import (
     decode_key,
     decode_value,
     encode_value,
+    pause_applies,
     pause_key,
     same_clusters,
 )
+from mirrorflow.kafka.compacted_log import OpenTransactionError
 from mirrorflow.kafka.produce import OutgoingRecord
 from mirrorflow.kafka.runbook_store import (
     TransactionalLog,
@@ -49,6 +51,11 @@ from mirrorflow.replication.failover.state import Clusters, RunState, open_state
 from mirrorflow.replication.flow_clients import FlowClients
 
 log = logging.getLogger(__name__)
+
+
+class PauseUnknown(MirrorflowError):
+    """Whether the flow is paused cannot be told now (its target or the runbook topic did not answer)."""
+
 
 SOURCE_PROBE_S = 10.0
 """How long to wait for the flow source's cluster.id (an unplanned run's source may be gone)."""
@@ -86,30 +93,94 @@ class KafkaStateStore:
         return read_latest(self.flow.target, conf, RUNBOOK_TOPIC, self.clients.timeout_s)
 
     def load(self) -> RunState | None:
-        return self._state(self._latest())
+        """The state a run would resume: None when there is none, or (the CLI) when the stored one is finished
+        history (`_finished`)."""
+        latest = self._latest()
+        found = self._found(latest)
+        state = None if found is None else self._state(found)
+        return None if state is None or self._finished(state, found, latest) else state
 
-    def _state(self, latest: dict[bytes, bytes]) -> RunState | None:
-        """The stored state; one begun while the source did not answer is adopted (written under our key)."""
-        found = [(c.key(), latest[c.key()]) for c in self.runbook.candidates() if c.key() in latest]
-        if not found:
+    def _found(self, latest: dict[bytes, bytes]) -> tuple[bytes, dict[str, Any]] | None:
+        """This runbook's record: under our key, else under another source id of the same aliases and holder
+        (begun while the source did not answer, or we cannot read its id now), which is adopted."""
+        mine = [(k, v) for k, v in latest.items() if (p := decode_key(k)) is not None and self.runbook.owns(p)]
+        if not mine:
             return None
-        key, raw = found[0]
+        exact = [(k, v) for k, v in mine if k == self.key]
+        records = [(k, decode_value(v, self.where)) for k, v in exact or mine]
+        records = [(k, v) for k, v in records if same_clusters(v.get("clusters") or {}, self.clusters)]
+        unfinished = [(k, v) for k, v in records if not v.get("completed")]
+        if len(unfinished) > 1:
+            keys = ", ".join(k.decode() for k, _ in unfinished)
+            raise MirrorflowError(
+                f"{self.where}: several unfinished runbooks may be this one ({keys}); the source's cluster.id "
+                "would tell which: run again once it answers, or pass --restart to start a new one"
+            )
+        pick = unfinished or sorted(records, key=lambda kv: int(kv[1].get("updated_ms", 0)))[-1:]
+        if not pick:
+            log.warning("%s holds runbooks of other clusters only: starting afresh", self.where)
+            return None
+        key, value = pick[0]
         if key != self.key:
-            log.info("%s: resuming the runbook begun without the source's cluster.id (%s)", self.where, key.decode())
+            log.info("%s: resuming the runbook kept under %s", self.where, key.decode())
             self.key = key
-        value = decode_value(raw, self.where)
-        if not same_clusters(value.get("clusters") or {}, self.clusters):
-            log.warning("%s holds a runbook of other clusters (%s): starting afresh", self.where, value["clusters"])
-            return None
+        return key, value
+
+    def _state(self, found: tuple[bytes, dict[str, Any]]) -> RunState:
         try:
-            return RunState.from_json(value["state"])
+            return RunState.from_json(found[1]["state"])
         except (KeyError, TypeError, ValueError) as err:
             raise MirrorflowError(f"{self.where}: unreadable runbook state ({err}); pass --restart") from err
+
+    def _finished(
+        self, state: RunState, found: tuple[bytes, dict[str, Any]] | None, latest: dict[bytes, bytes]
+    ) -> bool:
+        """A completed CLI runbook is finished history, not something to resume, once what it did no longer holds:
+        its flow was resumed (no pause marker left), or the opposite direction of the pair ran after it (a
+        failback after the failover, or the reverse). While it holds, running it again only shows its report.
+        DAG runs are never finished here: each run id is its own runbook, and its tasks each see a completed
+        prefix of the steps."""
+        if self.runbook.run or found is None or not state.completed():
+            return False
+        if not _markers(self.flow, self.clusters, latest):
+            return True
+        return _opposite_ran_after(self.flow, self.clients, self.runbook, int(found[1].get("updated_ms", 0)))
 
     def open(self, key: dict[str, Any], step_names: list[str], *, restart: bool) -> RunState:
         latest = self._latest()  # after init_transactions: whatever a killed writer left open is aborted
         self._prune(latest)
-        return open_state(None if restart else self._state(latest), key, step_names, restart=restart, where=self.where)
+        found = None if restart else self._found(latest)
+        stored = None if found is None else self._state(found)
+        if stored is not None and found is not None:
+            if self._finished(stored, found, latest):
+                self._archive(found[0], latest)
+                stored, self.key = None, self.runbook.key()  # the new runbook under its own key, not the adopted one
+            elif stored.completed() and not self.runbook.run:
+                self._say_completed(int(found[1].get("updated_ms", 0)))
+        return open_state(stored, key, step_names, restart=restart, where=self.where)
+
+    def _say_completed(self, updated_ms: int) -> None:
+        when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(updated_ms / 1000))
+        log.warning(
+            "%s: this %s completed at %s and still holds (its pause marker is in place): its report is shown "
+            "again and nothing is redone; --restart runs it anew",
+            self.where,
+            self.runbook.direction,
+            when,
+        )
+
+    def _archive(self, key: bytes, latest: dict[bytes, bytes]) -> None:
+        """Keep a finished CLI runbook and its report under run `done-<ms>` (pruned with finished DAG runs) and
+        free the key for the new one."""
+        parts = decode_key(key) or []
+        run = f"done-{_now_ms()}"
+        moved = RunbookId(parts[1], parts[2], parts[3], parts[4], parts[5], run)
+        report = _key_of(parts, REPORT)
+        records: list[tuple[bytes, bytes | None]] = [(moved.key(RUNBOOK), latest[key]), (key, None)]
+        if report in latest:
+            records += [(moved.key(REPORT), latest[report]), (report, None)]
+        self._write(records)
+        log.info("%s: the finished runbook is kept as run %s; a new one starts", self.where, run)
 
     def _write(self, records: list[tuple[bytes, bytes | None]]) -> None:
         if self._writer is None:
@@ -131,6 +202,7 @@ class KafkaStateStore:
         key = pause_key(self.flow.source, self.flow.target, self.runbook.holder_id, self.runbook.source_id)
         body = {"flow": flow, "reason": reason, "since_ms": _now_ms(), "runbook": self.runbook.describe()}
         self._write([(key, encode_value(body, self.clusters))])
+        _CHECKED.clear()
         return f"topic {RUNBOOK_TOPIC} on '{self.flow.target}', key {key.decode()}"
 
     @contextmanager
@@ -180,11 +252,76 @@ class KafkaStateStore:
             self._write(tombstones)
 
 
-def _pause_keys(flow: Flow, clusters: Clusters) -> list[bytes]:
-    """The markers that pause `flow` on these clusters: written with its source's id, or without one."""
+def _key_of(parts: list[str], kind: str) -> bytes:
+    return RunbookId(parts[1], parts[2], parts[3], parts[4], parts[5], parts[6]).key(kind)
+
+
+def _markers(flow: Flow, clusters: Clusters, latest: dict[bytes, bytes]) -> list[bytes]:
+    """The marker keys in `latest` that pause `flow` on these clusters (`pause_applies`)."""
     target_id, source_id = str(clusters[flow.target]), clusters.get(flow.source) or ""
-    ids = [source_id, ""] if source_id else [""]
-    return [pause_key(flow.source, flow.target, target_id, i) for i in ids]
+    found = []
+    for key in latest:
+        parts = decode_key(key)
+        if parts is not None and pause_applies(parts, flow.source, flow.target, target_id, source_id):
+            found.append(key)
+    return sorted(found)
+
+
+def _opposite_ran_after(flow: Flow, clients: FlowClients, runbook: RunbookId, since_ms: int) -> bool:
+    """The pair's runbook of the other direction (kept on this flow's source) was written after `since_ms`.
+    False when the source does not answer: then only the marker tells."""
+    source_id = runbook.source_id
+    if not source_id:
+        return False
+    other = "failback" if runbook.direction == "failover" else "failover"
+    theirs = RunbookId(other, runbook.primary, runbook.dr, source_id, runbook.holder_id)
+    try:
+        if not topic_exists(clients.source_admin, flow.source, RUNBOOK_TOPIC, min(clients.timeout_s, SOURCE_PROBE_S)):
+            return False
+        latest = read_latest(flow.source, flow.source_admin.librdkafka(), RUNBOOK_TOPIC, clients.timeout_s)
+    except MirrorflowError as err:
+        log.info("the %s runbook on '%s' could not be read (%s): the pause marker decides", other, flow.source, err)
+        return False
+    for key, raw in latest.items():
+        parts = decode_key(key)
+        if (
+            parts is not None
+            and theirs.owns(parts)
+            and int(decode_value(raw, key.decode()).get("updated_ms", 0)) > since_ms
+        ):
+            return True
+    return False
+
+
+PAUSE_CHECK_WAIT_S = 5.0
+"""How long a pause check waits behind an open transaction on the runbook topic. A runbook write is one short
+transaction, so a longer one is a writer killed inside it, which Kafka aborts only after its 30 s timeout."""
+PAUSE_CACHE_S = 5.0
+"""How long a loop may reuse a pause check's answer (`max_age_s`): the runbook topic is not read every cycle."""
+_CHECKED: dict[tuple[str, str, str], tuple[float, str | None]] = {}
+
+
+def checked_pause(flow: Flow, clients: FlowClients, max_age_s: float = 0.0) -> str | None:
+    """Why a failover paused `flow` (its marker in the runbook topic on its target), or None; `PauseUnknown`
+    when that cannot be told now (the target does not answer, or an open transaction holds the topic), so the
+    caller skips what it would have run. An answer younger than `max_age_s` in this process is reused."""
+    cache_key = (flow.name, _bootstrap(flow.source_admin.librdkafka()), _bootstrap(flow.target_admin.librdkafka()))
+    cached = _CHECKED.get(cache_key)
+    if cached is not None and time.monotonic() - cached[0] < max_age_s:
+        return cached[1]
+    clusters = flow_clusters(flow, clients, target_required=False)
+    if clusters[flow.target] is None:
+        raise PauseUnknown(
+            f"flow {flow.name}: '{flow.target}' did not answer (its cluster.id), so whether a failover paused the "
+            "flow cannot be told; nothing of it runs now and it is checked again next time"
+        )
+    reason = pause_reason(flow, clients, clusters)
+    _CHECKED[cache_key] = (time.monotonic(), reason)
+    return reason
+
+
+def _bootstrap(conf: dict[str, str]) -> str:
+    return conf.get("bootstrap.servers", "")
 
 
 def pause_reason(flow: Flow, clients: FlowClients, clusters: Clusters) -> str | None:
@@ -192,12 +329,17 @@ def pause_reason(flow: Flow, clients: FlowClients, clusters: Clusters) -> str | 
     `clusters`: `flow_clusters(flow, clients, ...)` with the target's id known."""
     if not topic_exists(clients.target_admin, flow.target, RUNBOOK_TOPIC, clients.timeout_s):
         return None
-    latest = read_latest(flow.target, flow.target_admin.librdkafka(), RUNBOOK_TOPIC, clients.timeout_s)
-    for key in _pause_keys(flow, clusters):
-        raw = latest.get(key)
-        if raw is None:
-            continue
-        value = decode_value(raw, f"topic {RUNBOOK_TOPIC} on '{flow.target}'")
+    conf = flow.target_admin.librdkafka()
+    try:
+        latest = read_latest(flow.target, conf, RUNBOOK_TOPIC, clients.timeout_s, wait_s=PAUSE_CHECK_WAIT_S)
+    except OpenTransactionError as err:
+        raise PauseUnknown(
+            f"flow {flow.name}: an open transaction on {RUNBOOK_TOPIC} on '{flow.target}' (a runbook writer killed "
+            f"inside it; Kafka aborts it within about 40 s) hides whether the flow is paused; nothing of it runs "
+            f"now and it is checked again next time ({err})"
+        ) from None
+    for key in _markers(flow, clusters, latest):
+        value = decode_value(latest[key], f"topic {RUNBOOK_TOPIC} on '{flow.target}'")
         why = str(value.get("reason", "failover"))
         return (
             f"flow {flow.name} is paused by a {why} (marker in topic {RUNBOOK_TOPIC} on '{flow.target}'); "
@@ -207,12 +349,23 @@ def pause_reason(flow: Flow, clients: FlowClients, clusters: Clusters) -> str | 
 
 
 def unpause(flow: Flow, clients: FlowClients) -> bool:
-    """Delete `flow`'s pause markers (tombstones); False when there was none."""
+    """Delete `flow`'s pause markers (tombstones); False when there was none. With the source down, the markers
+    of the aliases on this target whatever the source's id, unless they name several sources (then say so)."""
     clusters = flow_clusters(flow, clients, target_required=True)
-    if pause_reason(flow, clients, clusters) is None:
+    if not topic_exists(clients.target_admin, flow.target, RUNBOOK_TOPIC, clients.timeout_s):
         return False
-    records = [OutgoingRecord(RUNBOOK_TOPIC, 0, key, None) for key in _pause_keys(flow, clusters)]
-    clients.target_writer.write(records)
+    latest = read_latest(flow.target, flow.target_admin.librdkafka(), RUNBOOK_TOPIC, clients.timeout_s)
+    keys = _markers(flow, clusters, latest)
+    sources = {(decode_key(k) or [""] * 5)[4] for k in keys} - {""}
+    if not clusters.get(flow.source) and len(sources) > 1:
+        raise UsageError(
+            f"'{flow.source}' does not answer and {len(sources)} clusters named '{flow.source}' paused {flow.name} "
+            f"on '{flow.target}': which one is meant cannot be told; run unpause once '{flow.source}' answers"
+        )
+    if not keys:
+        return False
+    clients.target_writer.write([OutgoingRecord(RUNBOOK_TOPIC, 0, key, None) for key in keys])
+    _CHECKED.clear()
     return True
 
 
