@@ -22,6 +22,7 @@ from confluent_kafka.admin import (
 )
 from tests.cli.cli_helpers import MIRRORFLOW, cli, write_config
 from tests.kafka_helpers import Topics
+from tests.replication.conftest import retry_until_passes
 
 from mirrorflow.local.cluster import LocalClusters
 
@@ -67,7 +68,14 @@ def test_plan_changes_nothing_and_run_once_then_does_what_it_showed(
         AclPermissionType.ALLOW,
     )
     a.create_acls([acl])[acl].result(30)
-    before = (snapshot(a, tag), snapshot(b, tag))
+
+    def settled() -> dict[str, Any]:
+        """The broker applies an ACL through its metadata log: wait until describe shows it (and the grown topic)."""
+        seen = snapshot(a, tag)
+        assert seen["acls"] and seen["topics"][existing] == 3, seen
+        return seen
+
+    before = (retry_until_passes(settled), snapshot(b, tag))
 
     code, out, err = cli(capsys, "plan", str(config), "--json")
     assert code == 0, err

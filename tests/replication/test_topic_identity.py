@@ -60,6 +60,21 @@ def copied_then_recreated(
     return flow, topic
 
 
+def two_partitions_copied(
+    write_config: Callable[..., MirrorConfig], kafka: KafkaKit, name: str
+) -> tuple[Flow, str, Producer]:
+    """A two-partition topic whose 40 records (`old-<i>`, alternating partitions) were copied."""
+    topic = kafka.topic(name)
+    create_copy_topics(kafka.admin, topic, 2, KEEP_FOREVER)
+    flow = a_to_b(write_config, topics=topic)
+    producer = kafka.producer("A")
+    for i in range(40):
+        producer.produce(topic, value=f"old-{i}".encode(), partition=i % 2)
+    assert producer.flush(30) == 0
+    assert copy_all(flow, topic, 2) == 40
+    return flow, topic, producer
+
+
 def stored_snapshot(flow: Flow, topic: str) -> Snapshot:
     snapshots = read_snapshots("B", flow.target_consumer.librdkafka(), "mirrorflow-metrics.A.internal", 30)
     return Snapshot.decode(snapshots[snapshot_key(f"A.{topic}", 0)])
@@ -188,14 +203,7 @@ def test_a_source_topic_recreated_with_fewer_partitions_is_reset_whole(
 ) -> None:
     """The partition the new topic lacks keeps no state: its progress and segments are tombstoned (no fresh
     record), and the copy's own read of its progress honours the tombstone."""
-    topic = kafka.topic("fewer")
-    create_copy_topics(kafka.admin, topic, 2, KEEP_FOREVER)
-    flow = a_to_b(write_config, topics=topic)
-    producer = kafka.producer("A")
-    for i in range(40):
-        producer.produce(topic, value=f"old-{i}".encode(), partition=i % 2)
-    assert producer.flush(30) == 0
-    assert copy_all(flow, topic, 2) == 40
+    flow, topic, producer = two_partitions_copied(write_config, kafka, "fewer")
     recreate_topic(kafka.admin("A"), topic, 1, KEEP_FOREVER)
     produce(producer, topic, 30, "new")
     with pytest.raises(MirrorflowError, match="re-created"):

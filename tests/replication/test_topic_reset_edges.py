@@ -19,9 +19,8 @@ from tests.replication.helpers import (
     commit_offsets,
     copy_all,
     copy_tasks,
-    create_copy_topics,
 )
-from tests.replication.test_topic_identity import audit_counts, copied_then_recreated, produce
+from tests.replication.test_topic_identity import audit_counts, copied_then_recreated, produce, two_partitions_copied
 
 from mirrorflow.config.model import Flow, MirrorConfig
 from mirrorflow.core.errors import MirrorflowError
@@ -138,14 +137,7 @@ def test_an_at_least_once_copy_is_reset_only_when_paused_or_forced(
 def test_running_a_fenced_reset_again_resets_only_what_is_left(
     write_config: Callable[..., MirrorConfig], kafka: KafkaKit, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    topic = kafka.topic("rsagain")
-    create_copy_topics(kafka.admin, topic, 2, KEEP_FOREVER)
-    flow = a_to_b(write_config, topics=topic)
-    producer = kafka.producer("A")
-    for i in range(40):
-        producer.produce(topic, value=f"old-{i}".encode(), partition=i % 2)
-    assert producer.flush(30) == 0
-    assert copy_all(flow, topic, 2) == 40
+    flow, topic, producer = two_partitions_copied(write_config, kafka, "rsagain")
     recreate_topic(kafka.admin("A"), topic, 2, KEEP_FOREVER)
     for i in range(60):
         producer.produce(topic, value=f"new-{i}".encode(), partition=i % 2)

@@ -17,7 +17,7 @@ dashboard, health) pass a short `wait_s` (their own timeout) rather than block f
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
@@ -59,6 +59,19 @@ class MissingTopicError(MirrorflowError):
     def __init__(self, cluster: str, topic: str, why: str) -> None:
         super().__init__(f"topic '{topic}' does not exist on cluster '{cluster}' ({why})")
         self.cluster, self.topic = cluster, topic
+
+
+def latest_values(records: Iterable[tuple[int, int, bytes | None, bytes | None, int]]) -> dict[bytes, bytes]:
+    """Fold `read_to_end`'s records as compaction would: the latest value per key, a tombstone removes the key."""
+    latest: dict[bytes, bytes] = {}
+    for _p, _o, key, value, _ts in records:
+        if key is None:
+            continue
+        if value is None:
+            latest.pop(key, None)
+        else:
+            latest[key] = value
+    return latest
 
 
 def read_to_end(

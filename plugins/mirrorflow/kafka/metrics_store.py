@@ -17,7 +17,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from mirrorflow.kafka.clients import admin_client
 from mirrorflow.kafka.clients import consumer as make_consumer
 from mirrorflow.kafka.clients import producer as make_producer
-from mirrorflow.kafka.compacted_log import read_to_end
+from mirrorflow.kafka.compacted_log import latest_values, read_to_end
 from mirrorflow.kafka.errors import KafkaOperationError
 from mirrorflow.kafka.topics import create_compacted_topic
 
@@ -83,17 +83,7 @@ class MetricsPublisher:
 
 def read_snapshots(cluster: str, conf: Mapping[str, str], topic: str, timeout_s: float) -> dict[bytes, bytes]:
     """The latest value per key of the metrics topic (tombstones remove the key); empty when it is absent."""
-    latest: dict[bytes, bytes] = {}
-    for _p, _o, key, value, _ts in read_to_end(
-        cluster, conf, topic, read_committed=False, timeout_s=timeout_s, wait_s=timeout_s
-    ):
-        if key is None:
-            continue
-        if value is None:
-            latest.pop(key, None)
-        else:
-            latest[key] = value
-    return latest
+    return latest_values(read_to_end(cluster, conf, topic, read_committed=False, timeout_s=timeout_s, wait_s=timeout_s))
 
 
 def record_timestamps(

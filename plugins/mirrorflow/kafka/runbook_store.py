@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient
 
 from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.kafka.clients import producer as make_producer
-from mirrorflow.kafka.compacted_log import OPEN_TRANSACTION_WAIT_S, read_to_end
+from mirrorflow.kafka.compacted_log import OPEN_TRANSACTION_WAIT_S, latest_values, read_to_end
 from mirrorflow.kafka.errors import KafkaOperationError
 from mirrorflow.kafka.topics import NewTopicSpec, create_topics
 
@@ -99,16 +99,7 @@ def read_latest(
 ) -> dict[bytes, bytes]:
     """The latest committed value per key (a tombstone removes the key); empty when the topic is absent.
     `OpenTransactionError` when an open transaction holds the read for `wait_s` (a writer killed inside one)."""
-    latest: dict[bytes, bytes] = {}
-    records = read_to_end(cluster, conf, topic, read_committed=True, timeout_s=timeout_s, wait_s=wait_s)
-    for _p, _o, key, value, _ts in records:
-        if key is None:
-            continue
-        if value is None:
-            latest.pop(key, None)
-        else:
-            latest[key] = value
-    return latest
+    return latest_values(read_to_end(cluster, conf, topic, read_committed=True, timeout_s=timeout_s, wait_s=wait_s))
 
 
 class TransactionalLog:
