@@ -14,6 +14,8 @@ from tests.kafka_helpers import KafkaKit, read_partition
 from tests.replication.helpers import KEEP_FOREVER, a_to_b, copy_all, create_copy_topics, stored_map, translate_by_hand
 
 from mirrorflow.config.model import MirrorConfig
+from mirrorflow.core.errors import MirrorflowError
+from mirrorflow.replication import copy_range as copy_range_module
 from mirrorflow.replication.copy_plan import SourcePartitions, plan_copy
 from mirrorflow.replication.copy_range import copy_range
 
@@ -134,4 +136,47 @@ def test_a_first_start_at_latest_stores_its_position_so_later_records_are_copied
     assert copy_for(flow, topic, run_seconds) == 3
     assert copy_for(flow, topic, run_seconds) == 0
     copied = [m.value() for m in read_partition(kafka.consumer("B"), f"A.{topic}", 0)]
+    assert copied == [f"after-{i}".encode() for i in range(3)]
+
+
+def test_a_first_start_at_latest_that_fails_before_its_first_commit_loses_nothing(
+    write_config: Callable[..., MirrorConfig], kafka: KafkaKit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Records written after a first "at latest" start are copied even when the attempt that read them fails
+    before committing them (a refused record, a killed task): the retry resumes at the stored start instead of
+    choosing a newer latest."""
+    topic = kafka.topic("latestfail")
+    create_copy_topics(kafka.admin, topic, 1, KEEP_FOREVER)
+    flow = a_to_b(write_config, "A.consumer.auto.offset.reset = latest\n")
+    producer = kafka.producer("A")
+    real_reader, real_commit = copy_range_module.PartitionReader, copy_range_module.commit_batch
+
+    class WritesFirst(real_reader):  # type: ignore[misc,valid-type]
+        """The source gets 3 records right after the copy chose its start, before its first read."""
+
+        produced = False
+
+        def read(self, max_records: int, timeout_s: float) -> list[Message]:
+            if not WritesFirst.produced:
+                WritesFirst.produced = True
+                for i in range(3):
+                    producer.produce(topic, value=f"after-{i}".encode(), partition=0)
+                assert producer.flush(30) == 0
+            return list(real_reader.read(self, max_records, timeout_s))
+
+    def failing_commit(writer: Any, task: Any, offset_map: Any, progress: Any) -> None:
+        if progress.records_copied > 0:
+            raise MirrorflowError("injected: the first commit of records fails")
+        real_commit(writer, task, offset_map, progress)
+
+    monkeypatch.setattr(copy_range_module, "PartitionReader", WritesFirst)
+    monkeypatch.setattr(copy_range_module, "commit_batch", failing_commit)
+    with pytest.raises(MirrorflowError, match="injected"):
+        copy_for(flow, topic, 3.0)
+    monkeypatch.undo()
+
+    assert copy_for(flow, topic, 1.0) == 3
+    copied = [
+        m.value() for m in read_partition(kafka.consumer("B", {"isolation.level": "read_committed"}), f"A.{topic}", 0)
+    ]
     assert copied == [f"after-{i}".encode() for i in range(3)]

@@ -197,7 +197,10 @@ def _copy(
         prune_pending = prune_pending or identity_upgrade_pending(progress, identity)  # commit once: record IDs
         # A first start "at latest" commits its start at once, even with nothing to copy: the next run resumes
         # there, and records written meanwhile are copied (each run would otherwise start at its own latest).
-        prune_pending = prune_pending or (progress is None and task.start_at_latest)
+        # It commits that start before it reads anything, so an attempt that fails before its first commit of
+        # records (a refused record, a killed task) is retried from there, not from a newer latest.
+        commit_start_first = progress is None and task.start_at_latest
+        prune_pending = prune_pending or commit_start_first
         seen_log_start = log_start
         result = CopyResult(task.topic, task.partition, task.remote_topic, start, start, down_end)
         result.offset_syncs = healed
@@ -254,6 +257,7 @@ def _copy(
             began = False
             while (
                 not at_end
+                and not commit_start_first
                 and len(upstreams) < batch_records
                 and batch.bytes < batch_bytes
                 and time.monotonic() < batch_deadline
@@ -328,7 +332,7 @@ def _copy(
             )
             commit_batch(writer, task, offset_map, progress_now)
             committed_to = consumed_to
-            prune_pending = False
+            prune_pending = commit_start_first = False
             result.transactions += 1 if upstreams else 0
             if chain is not None:
                 result.filtered, result.dead_lettered = chain.dropped, chain.dead_lettered
