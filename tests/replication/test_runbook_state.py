@@ -29,10 +29,12 @@ from mirrorflow.config.loader import load_config
 from mirrorflow.config.model import Flow, MirrorConfig
 from mirrorflow.core.errors import MirrorflowError, UsageError
 from mirrorflow.core.runbook_record import RUNBOOK_TOPIC, RunbookId, encode_value, pause_key
+from mirrorflow.kafka.compacted_log import StalledReadError
 from mirrorflow.kafka.produce import OutgoingRecord
 from mirrorflow.kafka.runbook_store import RUNBOOK_SEGMENT_MS, RunbookFenced, ensure_runbook_topic
 from mirrorflow.local.cluster import LocalClusters
 from mirrorflow.local.properties import mm2_config_text
+from mirrorflow.replication.failover import kafka_state
 from mirrorflow.replication.failover.kafka_state import KafkaStateStore, PauseUnknown, flow_clusters, unpause
 from mirrorflow.replication.failover.runbook import FailoverOptions, run_failover
 from mirrorflow.replication.failover.state import DONE, write_pause_marker
@@ -363,6 +365,24 @@ def test_a_killed_runbook_writer_does_not_hold_pause_checks(pair: tuple[MirrorCo
     finally:
         held.abort_transaction(30)
     assert _paused(flow) is None
+
+
+def test_a_runbook_topic_that_cannot_be_read_makes_the_pause_unknown_not_a_crash(
+    pair: tuple[MirrorConfig, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review: only an open transaction became "unknown"; a stalled read (no leader) escaped as an error that
+    killed `mirrorflow run` and failed (and retried) Airflow tasks instead of skipping them."""
+    config, _ = pair
+    flow = config.flow("A->B")
+    with FlowClients(flow) as clients:
+        ensure_runbook_topic(clients.target_admin, "B", RUNBOOK_TOPIC, 1, 30)
+
+    def stalled(*_args: Any, **_kwargs: Any) -> Any:
+        raise StalledReadError("the broker delivered nothing (a partition without a leader)")
+
+    monkeypatch.setattr(kafka_state, "read_latest", stalled)
+    with FlowClients(flow) as clients, pytest.raises(PauseUnknown, match="could not be read"):
+        flow_paused(flow, clients, None)
 
 
 def test_the_runbook_topic_is_compacted_within_the_hour(

@@ -37,7 +37,8 @@ from mirrorflow.core.runbook_record import (
     pause_key,
     same_clusters,
 )
-from mirrorflow.kafka.compacted_log import OpenTransactionError
+from mirrorflow.kafka.compacted_log import OpenTransactionError, StalledReadError
+from mirrorflow.kafka.errors import KafkaOperationError
 from mirrorflow.kafka.produce import OutgoingRecord
 from mirrorflow.kafka.runbook_store import (
     TransactionalLog,
@@ -327,16 +328,21 @@ def _bootstrap(conf: dict[str, str]) -> str:
 def pause_reason(flow: Flow, clients: FlowClients, clusters: Clusters) -> str | None:
     """Why a failover paused `flow` (its marker in the runbook topic on its target, for these clusters), or None.
     `clusters`: `flow_clusters(flow, clients, ...)` with the target's id known."""
-    if not topic_exists(clients.target_admin, flow.target, RUNBOOK_TOPIC, clients.timeout_s):
-        return None
     conf = flow.target_admin.librdkafka()
     try:
+        if not topic_exists(clients.target_admin, flow.target, RUNBOOK_TOPIC, clients.timeout_s):
+            return None
         latest = read_latest(flow.target, conf, RUNBOOK_TOPIC, clients.timeout_s, wait_s=PAUSE_CHECK_WAIT_S)
     except OpenTransactionError as err:
         raise PauseUnknown(
             f"flow {flow.name}: an open transaction on {RUNBOOK_TOPIC} on '{flow.target}' (a runbook writer killed "
             f"inside it; Kafka aborts it within about 40 s) hides whether the flow is paused; nothing of it runs "
             f"now and it is checked again next time ({err})"
+        ) from None
+    except (StalledReadError, KafkaOperationError) as err:  # no leader, a broker that stops answering mid-read
+        raise PauseUnknown(
+            f"flow {flow.name}: {RUNBOOK_TOPIC} on '{flow.target}' could not be read, so whether the flow is paused "
+            f"is unknown; nothing of it runs now and it is checked again next time ({err})"
         ) from None
     for key in _markers(flow, clusters, latest):
         value = decode_value(latest[key], f"topic {RUNBOOK_TOPIC} on '{flow.target}'")
