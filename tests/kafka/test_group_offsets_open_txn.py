@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from confluent_kafka import Producer, TopicPartition
@@ -57,3 +58,25 @@ def test_only_the_topics_the_caller_needs_are_read(
     _topic, other, group = open_offsets_transaction
     found = list_committed_offsets(kafka.admin("A"), "A", [group], 8, topics=lambda name: name == other)
     assert {tp: o.offset for tp, o in found[group].items()} == {(other, 0): 3}
+
+
+def test_each_group_gets_the_whole_timeout_however_many_groups_wait(
+    kafka: KafkaKit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review: one deadline for the whole call left the groups read last (thousands of groups, a few readers at a
+    time) with no time at all, so the call failed for all of them. Each group's read now starts its own clock."""
+    from mirrorflow.kafka import consumer_groups
+
+    real = consumer_groups.fetch_committed
+    slack: list[float] = []
+
+    def slow(settings: Any, cluster: str, group: str, partitions: Any, deadline: float) -> Any:
+        slack.append(deadline - time.monotonic())
+        time.sleep(0.3)  # a slow coordinator: readers of later groups start well after the call began
+        return real(settings, cluster, group, partitions, deadline)
+
+    monkeypatch.setattr(consumer_groups, "fetch_committed", slow)
+    groups = [f"many-{uuid.uuid4().hex[:6]}-{i}" for i in range(24)]
+    list_committed_offsets(kafka.admin("A"), "A", groups, 2.0)
+    assert len(slack) == len(groups)
+    assert min(slack) > 1.9, f"a group started with only {min(slack):.2f} s of its 2 s"
