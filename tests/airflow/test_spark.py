@@ -11,6 +11,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -135,3 +136,31 @@ def test_connection_credentials_reach_the_job_in_its_environment_only(
 
 def test_the_conn_id_is_the_projects_own() -> None:
     assert SPARK_CONN_ID == "mirrorflow_spark"
+
+
+@pytest.mark.integration
+def test_a_retried_copy_checks_the_pause_again(
+    write_config: Callable[..., Path],
+    tmp_path: Path,
+    fake_spark: Callable[[], dict[str, Any]],
+    kafka_clusters: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Review: Airflow retries only the failed copy task, after the run's pause checks; a failover that paused
+    the flow meanwhile must stop the retry, or it copies behind the clients that moved."""
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    from mirrorflow.replication.failover.state import write_pause_marker
+    from mirrorflow.replication.flow_cycle import STATE_DIR_ENV
+
+    config = write_config(
+        f"clusters = A, B\nA.bootstrap.servers = {kafka_clusters.bootstrap('A')}\n"
+        f"B.bootstrap.servers = {kafka_clusters.bootstrap('B')}\nA->B.enabled = true\n"
+    )
+    monkeypatch.setenv(STATE_DIR_ENV, str(tmp_path / "state"))
+    write_pause_marker(tmp_path / "state" / "failover-A-B", "A->B", "failover A->B")
+    first, retry = SimpleNamespace(try_number=1), SimpleNamespace(try_number=2)
+    operator(config, tmp_path).execute({"ti": first})  # the run's own tasks checked before the first try
+    assert fake_spark()["argv"]
+    with pytest.raises(AirflowSkipException, match="paused"):
+        operator(config, tmp_path).execute({"ti": retry})

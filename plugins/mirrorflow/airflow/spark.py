@@ -28,7 +28,7 @@ from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-from mirrorflow.airflow.tasks import fail_fast
+from mirrorflow.airflow.tasks import fail_fast, load_flow, skip_if_paused
 from mirrorflow.config.overrides import CLUSTER_SETTINGS_ENV
 from mirrorflow.core.errors import MirrorflowError, UsageError
 from mirrorflow.spark.packaging import ARCHIVE_ALIAS, cluster_conf, is_standalone, package_py_files, packed_env
@@ -148,6 +148,11 @@ class MirrorflowCopyOperator(SparkSubmitOperator):
         return fail_fast(self._submit)(context)  # type: ignore[no-any-return]
 
     def _submit(self, context: Any) -> dict[str, Any] | None:
+        ti = context.get("ti") if hasattr(context, "get") else None
+        if ti is not None and int(getattr(ti, "try_number", 1) or 1) > 1:
+            # Airflow retries only the failed task: the pause checks of the run's earlier tasks are old news, and
+            # a failover may have paused the flow since (a copy now would write behind the moved clients).
+            skip_if_paused(load_flow(self.config_path, self.flow_name, self.clusters))
         if not Path(self.application).is_file():
             raise MirrorflowError(f"the copy job {self.application} does not exist; check the Mirrorflow checkout")
         base_args = list(self.application_args or [])
