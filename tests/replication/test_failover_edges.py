@@ -336,3 +336,30 @@ def test_records_lost_to_retention_before_the_copy_read_them_are_in_the_markdown
     [partition] = ledger["partitions"]
     assert (partition["records_at_risk"], partition["lost_to_retention"]) == (5, 5), partition
     assert f"| {topic} | 0 | 20 | 10 | 5 | 0 | 5 |" in render_markdown(ledger)
+
+
+def test_a_position_committed_just_before_the_state_check_is_the_one_moved(
+    tmp_path: Path, write_config: Callable[..., MirrorConfig], kafka: KafkaKit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review: commit_offsets read the positions, then checked the groups were idle; a consumer that committed and
+    left in between was moved with its older position (re-reads). Interleaved by hand: the commit lands right
+    before the source state check."""
+    from mirrorflow.replication.failover import group_offsets
+
+    config, topic, prefix = _flow_with_groups(write_config, kafka, 1, {0: 20})
+    assert _copy(config, topic, 1) == 20
+    group = prefix + "late"
+    commit_offsets(kafka.admin("A"), group, {(topic, 0): 5})
+    real_describe = group_offsets.describe_group_states
+    moved: list[bool] = []
+
+    def commit_then_describe(admin: Any, cluster: str, groups: Any, timeout_s: float) -> Any:
+        if cluster == "A" and not moved:
+            moved.append(True)
+            commit_offsets(kafka.admin("A"), group, {(topic, 0): 12})  # its last commit, then it left
+        return real_describe(admin, cluster, groups, timeout_s)
+
+    monkeypatch.setattr(group_offsets, "describe_group_states", commit_then_describe)
+    assert run_failover(_options(config, prefix, tmp_path))["completed"]
+    on_b = committed_offsets(kafka.admin("B"), "B", group, 10)
+    assert {tp: o.offset for tp, o in on_b.items()} == {(f"A.{topic}", 0): 12}

@@ -248,6 +248,11 @@ def commit_offsets(ctx: Context) -> Outcome:
                 + ", ".join(f"{g} ({s})" for g, s in sorted(active.items()))
                 + "; stop those consumers so their last position is final, then run again"
             )
+        # Read the positions again now that no group has members: a consumer that committed and left between
+        # the first read and the state check would otherwise be moved with a stale position (re-reads).
+        rows, skipped = split_stale(translate(ctx))
+        if skipped and opts.strict_groups:
+            raise refuse_stale(skipped)
     per_group: dict[str, dict[TP, CommittedOffset]] = {}
     for r in rows:
         if r["translated_offset"] is not None:
