@@ -39,8 +39,8 @@ def exported() -> dict[str, set[str]]:
     view = PartitionView("A", "B", "A.t", 0, "t", 5, 9, 4, 1.5, 1, dict.fromkeys(SOURCE_METRICS, 1.0))
     health = FlowHealth("A", "B", heartbeat_ms=1, checkpoint_ms=1, now_ms=2)
     mp = pytest.MonkeyPatch()
-    mp.setattr(metrics_cmd, "flow_views", lambda flow: [view])
-    mp.setattr(metrics_cmd, "flow_health", lambda flow: health)
+    mp.setattr(metrics_cmd, "flow_views", lambda flow, **_wait: [view])
+    mp.setattr(metrics_cmd, "flow_health", lambda flow, **_wait: health)
     try:
         registry = CollectorRegistry()
         registry.register(metrics_cmd.FlowCollector([SimpleNamespace(name="A->B")]))  # type: ignore[list-item]

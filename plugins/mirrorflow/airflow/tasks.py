@@ -75,10 +75,21 @@ def load_flow(config_path: str, flow_name: str, clusters: Clusters = None) -> Fl
 
 
 def skip_if_paused(flow: Flow) -> None:
-    """AirflowSkipException when a failover paused the flow (nothing may be copied after clients moved), or when
-    that cannot be told now (`PauseUnknown`: its target does not answer, or an open transaction holds the runbook
-    topic): the next run checks again."""
-    reason = pause_check(flow)
+    """AirflowSkipException when a failover paused the flow (nothing may be copied after clients moved). When that
+    cannot be told now (`PauseUnknown`: its target does not answer, or an open transaction holds the runbook
+    topic) the task fails, and is retried, with the reason: it must neither run unchecked nor pass as a green,
+    skipped run while its target is down (an outage must alert)."""
+    from mirrorflow.replication.failover.kafka_state import PauseUnknown
+    from mirrorflow.replication.flow_clients import FlowClients
+    from mirrorflow.replication.flow_cycle import flow_paused, state_root_override
+
+    try:
+        with FlowClients(flow) as clients:
+            reason = flow_paused(flow, clients, state_root_override(REPO))
+    except PauseUnknown as err:
+        raise MirrorflowError(
+            f"the pause check on cluster '{flow.target}' failed, so the task did not run: {err}"
+        ) from None
     if reason is not None:
         log.warning("%s", reason)
         raise AirflowSkipException(reason)
