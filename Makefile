@@ -54,8 +54,9 @@ test-unit: setup
 test-integration: setup
 	$(PY) -m pytest -m integration $(PYTEST_ARGS)
 
+# --durations prints the slowest tests, so a CI log shows what to move into test-faults when time runs short.
 test: lint browser postgres
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest --durations=30 $(PYTEST_ARGS)
 
 # The fault matrix with the full trials (`make test` runs a CI-sized version of each; docs/reliability.md):
 # copy executors and Spark drivers SIGKILLed, source and target brokers restarted, an Airflow retry, and the
