@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from mirrorflow.core.replication_policy import DefaultReplicationPolicy, IdentityReplicationPolicy
 from mirrorflow.core.topic_filter import DefaultTopicFilter
-from mirrorflow.core.topic_selection import is_cycle, rename_topic_partition, should_replicate_topic
+from mirrorflow.core.topic_selection import (
+    is_cycle,
+    is_never_replicated,
+    rename_topic_partition,
+    should_replicate_topic,
+)
 
 
 class Everything:
@@ -106,6 +111,36 @@ def test_internal_topics_are_never_replicated() -> None:
     policy = DefaultReplicationPolicy()
     for topic in ("__consumer_offsets", ".hidden", "mm2-offsets.A.internal", "source.checkpoints.internal"):
         assert not should_replicate_topic(topic, policy=policy, topic_filter=Everything(), target_alias="t")
+
+
+def test_never_replicated_matches_the_internal_templates_not_lookalikes() -> None:
+    """Only the names Mirrorflow and MM2 really give their bookkeeping are refused, under any separator; a user
+    topic that merely starts with `mirrorflow` or `mm2` and ends in `internal` is data (MM2 4.1+ copies it)."""
+    dot, underscore = DefaultReplicationPolicy(), DefaultReplicationPolicy(separator="_")
+    internal = {
+        dot: (
+            "mirrorflow-progress.A.internal",
+            "mirrorflow-offset-map.A.internal",
+            "mirrorflow-metrics.A.internal",
+            "mirrorflow-runbook.internal",
+            "mirrorflow.bootstrap",
+            "mm2-offset-syncs.B.internal",
+            "mm2-dlq.A.internal",
+            "mm2-configs.A.internal",
+            "B.mirrorflow-metrics.A.internal",
+        ),
+        underscore: ("mirrorflow-progress_A_internal", "mm2-offset-syncs_B_internal", "mm2-status_A_internal"),
+    }
+    data = {
+        dot: ("mirrorflow-orders.internal", "mirrorflowinternal", "mirrorflow-progressive-internal", "orders.internal"),
+        underscore: ("mm2data-internal", "mirrorflow-orders_internal"),
+    }
+    for policy, topics in internal.items():
+        for topic in topics:
+            assert is_never_replicated(topic, policy=policy), topic
+    for policy, topics in data.items():
+        for topic in topics:
+            assert not is_never_replicated(topic, policy=policy), topic
 
 
 def test_is_cycle_with_null_upstream_topic() -> None:  # testIsCycleWithNullUpstreamTopic

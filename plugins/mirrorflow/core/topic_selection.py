@@ -20,22 +20,33 @@ from mirrorflow.core.bootstrap_redirect import BOOTSTRAP_TOPIC
 from mirrorflow.core.replication_policy import DefaultReplicationPolicy, ReplicationPolicy
 from mirrorflow.core.topic_filter import TopicFilter
 
-# Mirrorflow's own topics: progress, offset map and metrics (`mirrorflow-<what><I><alias><I>internal` for any
-# separator I) and the failover's bootstrap redirect topic (`mirrorflow.bootstrap`, one per cluster).
-MIRRORFLOW_PREFIX = "mirrorflow"
-# MM2's `mm2*internal` (Connect's configs/offsets/status, offset syncs, the dead-letter queue
-# `mm2-dlq.<alias>.internal`) under any separator; its checkpoints topics are recognised by the policies.
-# `heartbeats` is not internal: MM2 replicates it on purpose.
-MM2_PREFIX = "mm2"
+# The bookkeeping names of Mirrorflow and MM2 under any separator I: `<stem><I>...<I>internal`. Only these stems
+# count, so a user topic such as `mirrorflow-orders.internal` or `mm2data-internal` stays data (MM2 4.1+ copies
+# it); MM2's own `mm2*.internal` rule and its checkpoints topics come from the policy. `heartbeats` is not
+# internal: MM2 replicates it on purpose.
+INTERNAL_STEMS = (
+    "mirrorflow-progress",  # core/progress.py
+    "mirrorflow-offset-map",  # core/offset_map.py
+    "mirrorflow-metrics",  # replication/metrics.py
+    "mirrorflow-runbook",  # core/runbook_record.py
+    "mm2-offset-syncs",
+    "mm2-dlq",  # core/transforms.py: the dead-letter queue
+    "mm2-configs",  # Connect's topics in dedicated mode
+    "mm2-offsets",
+    "mm2-status",
+)
 
 
 def _is_internal_name(topic: str, policy: ReplicationPolicy) -> bool:
     if topic == BOOTSTRAP_TOPIC or policy.is_internal_topic(topic):
         return True
-    if not topic.endswith("internal") or topic == "internal":
+    if not topic.endswith("internal"):
         return False
-    stem = topic[: -len("internal")]  # ends with the internal separator, whatever it is
-    return stem.startswith((MIRRORFLOW_PREFIX, MM2_PREFIX))
+    for stem in INTERNAL_STEMS:
+        rest = topic[len(stem) : -len("internal")]  # `<I>...<I>` or just `<I>`: separators around the alias
+        if topic.startswith(stem) and rest and not rest[0].isalnum() and not rest[-1].isalnum():
+            return True
+    return False
 
 
 def is_never_replicated(topic: str, *, policy: ReplicationPolicy) -> bool:
