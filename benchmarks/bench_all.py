@@ -36,7 +36,7 @@ from bench_airflow import airflow_overhead
 from bench_latency import latency_floor, latency_mirrorflow, latency_mm2
 from bench_mirrorflow import SparkBench, copy_in_process, spark_submit_overhead, write_config
 from bench_mm2 import run_mm2
-from bench_raw import bare_loop, producer_performance
+from bench_raw import JAVA_DEFAULT, QUICK_SWEEP, SWEEP, bare_loop, best_producer_performance, producer_performance
 from harness import KEEP, Case, create_topics, produce_source, run_id, warm_up
 from mirrorflow.local.cluster import LocalClusters
 
@@ -56,6 +56,8 @@ class Plan:
     latency_seconds: float = 20.0
     mm2_latency_eos: bool = True
     mm2_all_cases: bool = True  # quick: MM2 only on the case with the most partitions
+    mm2_tuned: bool = True  # beside the default MM2: the tuning guides' settings (bench_mm2.TUNED)
+    raw_grid: tuple[tuple[int, int], ...] = SWEEP  # ProducerPerformance (batch.size, linger.ms) points
     spark_submit: bool = True
     timeout_s: float = 900.0
     skip: set[str] = field(default_factory=set)
@@ -72,6 +74,7 @@ def plan_of(args: argparse.Namespace) -> Plan:
             latency_seconds=8.0,
             mm2_latency_eos=False,
             mm2_all_cases=False,
+            raw_grid=QUICK_SWEEP,
             spark_submit=False,
             timeout_s=300.0,
         )
@@ -79,6 +82,12 @@ def plan_of(args: argparse.Namespace) -> Plan:
         return plan
     n = args.records or 1_000_000
     return Plan({100: n, 1024: n}, args.partitions or [1, 8], spark=not args.no_spark, mm2=not args.no_mm2)
+
+
+def mm2_variants(plan: Plan, latency: bool = False) -> list[tuple[bool, bool]]:
+    """(eos, tuned) pairs of the MM2 runs `plan` asks for."""
+    modes = (False, True) if (plan.mm2_latency_eos or not latency) else (False,)
+    return [(eos, tuned) for eos in modes for tuned in ((False, True) if plan.mm2_tuned else (False,))]
 
 
 def step(name: str, fn: Callable[[], report.Run], runs: list[report.Run]) -> None:
@@ -209,14 +218,20 @@ def main(argv: list[str] | None = None) -> int:
         spark = SparkBench("local[*]") if plan.spark else None
         for i, c in enumerate(cases):
             print(f"\n== {c.name}: {c.records:,} records", flush=True)
-            step("ProducerPerformance", partial(producer_performance, runtime, target, c, directory), runs)
+            raw = partial(producer_performance, runtime, target, c, directory, *JAVA_DEFAULT)
+            step("ProducerPerformance, Java defaults", raw, runs)
+            step(
+                "ProducerPerformance sweep",
+                partial(best_producer_performance, runtime, target, c, directory, plan.raw_grid),
+                runs,
+            )
             step("bare loop", partial(bare_loop, source, target, c), runs)
             if plan.mm2 and (plan.mm2_all_cases or c.partitions == max(plan.partitions)):
-                for eos in (False, True):
-                    alias = f"mm2{'e' if eos else 'a'}{i}"
+                for eos, tuned in mm2_variants(plan):
+                    alias = f"mm2{'e' if eos else 'a'}{'t' if tuned else ''}{i}"
                     step(
-                        f"MM2 eos={eos}",
-                        partial(run_mm2, runtime, source, target, c, alias, eos, directory, plan.timeout_s),
+                        f"MM2 eos={eos} tuned={tuned}",
+                        partial(run_mm2, runtime, source, target, c, alias, eos, directory, plan.timeout_s, tuned),
                         runs,
                     )
             for kind, eos, continuous in (("ie", True, False), ("ia", False, False), ("ce", True, True)) + (
@@ -345,21 +360,27 @@ def measure_latencies(
     ]
     jobs.append(("no replicator", partial(latency_floor, source, case, f"lf{index}", rate, plan.latency_seconds)))
     if plan.mm2:
-        for eos in (False, True) if plan.mm2_latency_eos else (False,):
+        for eos, tuned in mm2_variants(plan, latency=True):
+            own = report.baseline([r for r in runs if ("tuned" in r.variant) == tuned], case.name, report.MM2, eos)
+            if own is None:
+                print(f"- MM2 eos={eos} tuned={tuned}: no throughput of its own measured, latency skipped", flush=True)
+                continue
+            # At half of MM2's own maximum: above it, latency measures a growing backlog, not MM2.
             jobs.append(
                 (
-                    f"MM2 eos={eos}",
+                    f"MM2 eos={eos} tuned={tuned} at {own.rate / 2:,.0f} records/s (half of its own max)",
                     partial(
                         latency_mm2,
                         runtime,
                         source,
                         target,
                         case,
-                        f"mm2l{'e' if eos else 'a'}",
+                        f"mm2l{'e' if eos else 'a'}{'t' if tuned else ''}",
                         eos,
-                        rate,
+                        own.rate / 2,
                         plan.latency_seconds,
                         work,
+                        tuned,
                     ),
                 )
             )

@@ -23,7 +23,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 
 from bench_mirrorflow import _copy_child, flow_of, prepare_flow_topics, tasks_of
-from bench_mm2 import start_mm2, stop
+from bench_mm2 import start_mm2, stop, variant
 from harness import KEEP, Case, create_topics, delete_topics
 from mirrorflow.local.runtime import KafkaRuntime
 from report import Latency
@@ -227,15 +227,16 @@ def latency_mm2(
     rate: float,
     seconds: float,
     work: Path,
+    tuned: bool = False,
 ) -> Latency:
     topic = f"lat-{alias}-{case.topic}"
     create_topics(source, [NewTopic(topic, case.partitions, 1, config=KEEP)])
     create_topics(target, [NewTopic(f"{alias}.{topic}", case.partitions, 1, config=KEEP)])
     lat_case = Case(case.records, case.size, case.partitions, topic)
-    process: subprocess.Popen[bytes] = start_mm2(runtime, source, target, lat_case, alias, eos, work)
+    process: subprocess.Popen[bytes] = start_mm2(runtime, source, target, lat_case, alias, eos, work, tuned)
     try:
         result = measure(
-            f"MM2 dedicated, {'exactly-once' if eos else 'at-least-once'}",
+            variant(eos, tuned),
             case,
             source,
             target,

@@ -98,7 +98,7 @@ def test_goals_judge_the_best_mirrorflow_variant_latency_and_rss() -> None:
     found = {g.text: g for g in report.goals(runs, [lat])}
     eos_mm2 = found["1KB x 8p exactly-once: throughput ≥ 1.5 × MM2"]
     assert (eos_mm2.met, eos_mm2.measured) == (True, "2.40 × (Mirrorflow fast)")
-    assert found["1KB x 8p exactly-once: throughput ≥ 0.7 × raw"].met is True
+    assert found["1KB x 8p exactly-once: throughput ≥ 0.8 × raw"].met is True
     assert found["1KB x 8p at-least-once: throughput ≥ 1.5 × MM2"].met is None  # nothing measured
     assert found["1KB x 8p Mirrorflow continuous, exactly-once: p99 ≤ 1 s at half max"].met is False
     rss = next(g for g in found.values() if g.text.startswith("≤ 512 MB"))
@@ -118,7 +118,25 @@ def test_goals_judge_the_spark_copy_first_and_the_best_variant_beside_it() -> No
     assert (deployed.met, deployed.measured) == (False, "1.20 × (Mirrorflow interval Spark local[*], exactly-once)")
     best = found["1KB x 8p exactly-once, best variant: throughput ≥ 1.5 × MM2"]
     assert (best.met, best.measured) == (True, "3.00 × (Mirrorflow interval in-process, exactly-once)")
-    assert found["1KB x 8p exactly-once: throughput ≥ 0.7 × raw"].met is False  # 0.4 of the raw rate
+    assert found["1KB x 8p exactly-once: throughput ≥ 0.8 × raw"].met is False  # 0.4 of the raw rate
+
+
+def test_the_fastest_mm2_and_the_best_raw_point_are_the_baselines() -> None:
+    """Tuned MM2 beats default MM2, so ratios are taken against it; the raw limit is the sweep's best point."""
+    runs = [
+        run("ProducerPerformance (JVM, batch.size=16384, linger.ms=0) -> target", report.RAW, 2.0),
+        run("ProducerPerformance (JVM, best of sweep: batch.size=327680, linger.ms=20) -> target", report.RAW, 1.0),
+        run("MM2 dedicated, exactly-once", report.MM2, 8.0, eos=True),
+        run("MM2 dedicated tuned, exactly-once", report.MM2, 4.0, eos=True),
+        run("Mirrorflow interval Spark local[*], exactly-once", report.MIRRORFLOW, 2.0, eos=True),
+        run("Mirrorflow 1p", report.MIRRORFLOW, 1.3, eos=True, case="1KB x 1p"),
+        run("ProducerPerformance (JVM) -> target", report.RAW, 1.0, case="1KB x 1p"),
+    ]
+    found = {g.text: g for g in report.goals(runs, [])}
+    vs_mm2 = found["1KB x 8p exactly-once: throughput ≥ 1.5 × MM2"]
+    assert (vs_mm2.met, vs_mm2.measured) == (True, "2.00 × (Mirrorflow interval Spark local[*], exactly-once)")
+    assert found["1KB x 8p exactly-once: throughput ≥ 0.8 × raw"].measured.startswith("0.50 ×")
+    assert found["1KB x 1p exactly-once: throughput ≥ 0.7 × raw"].met is True  # 0.77: the 0.8 goal is 8p only
 
 
 def test_tables_render_every_row_aligned() -> None:
