@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import select
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -104,6 +105,20 @@ class LiveFlow:
         [(_, value)] = _xcom_rows(dag_run, "return_value", task_id)
         assert isinstance(value, dict), value
         return value
+
+    @staticmethod
+    def asset_events(dag_run: Any, uri: str) -> list[dict[str, Any]]:
+        """The extras of the asset events the run's tasks emitted for asset `uri`, as Airflow stored them."""
+        from airflow.models.asset import AssetEvent, AssetModel
+        from airflow.utils.session import create_session
+
+        with create_session() as session:
+            query = (
+                select(AssetEvent)
+                .join(AssetModel, AssetEvent.asset_id == AssetModel.id)
+                .where(AssetModel.uri == uri, AssetEvent.source_run_id == dag_run.run_id)
+            )
+            return [dict(event.extra or {}) for event in session.scalars(query).all()]
 
 
 def _xcom_rows(dag_run: Any, key: str | None, task_ids: str | None = None) -> list[tuple[str, Any]]:

@@ -75,7 +75,7 @@ def test_dag_bag_holds_both_runbooks_with_the_form(tmp_path: Path, dag_bag: Call
         dag = bag.dags[dag_id]
         assert dag.schedule is None or getattr(dag, "timetable", None).__class__.__name__ == "NullTimetable"
         assert dag.max_active_runs == 1
-        assert [t.task_id for t in dag.topological_sort()] == [*STEP_NAMES, "report"]
+        assert [t.task_id for t in dag.topological_sort()] == [*STEP_NAMES, "report", "announce"]
         schema = {name: param.schema for name, param in dag.params.items()}
         values = {name: param.value for name, param in dag.params.items()}
         assert schema["primary"]["enum"] == ["A", "B"] and schema["dr"]["enum"] == ["A", "B"]
@@ -275,6 +275,9 @@ def test_a_dry_run_from_the_dag_succeeds_and_changes_nothing(
     assert {r["group"] for r in steps["commit_offsets"]["detail"]["offsets"]} == {group}
     assert report["fence"]["status"] == "would fence"
     assert "offsets" not in json.dumps(pointer)
+    # A rehearsal is no failover: DAGs scheduled on the runbook asset must not start.
+    assert live_flow.states(dag_run)["announce"] == "skipped"
+    assert live_flow.asset_events(dag_run, "mirrorflow://runbook/failover") == []
 
 
 @pytest.mark.integration
@@ -311,6 +314,8 @@ def test_a_planned_failover_from_the_dag_commits_the_translated_offsets(
     report = json.loads(Path(pointer["report"]).read_text())
     assert pointer["completed"] is True and report["completed"] and pointer["fence"] == "unfenced"
     assert Path(pointer["report_md"]).read_text().startswith("# Failover A -> B (planned)")
+    [event] = live_flow.asset_events(dag_run, "mirrorflow://runbook/failover")
+    assert event["primary"] == "A" and event["dr"] == "B" and event["groups"] == 1, event
     # The flow is paused by the runbook: its DAG's tasks skip from now on (the marker root is the state root).
     assert list(paused_flows(state_root)) == ["A->B"]
     with pytest.raises(AirflowSkipException, match="paused"):

@@ -79,6 +79,9 @@ def test_one_run_of_the_flow_dag_replicates_records_and_groups(airflow_db: None,
     assert checkpoints["groups"] == [group]
     [emitted] = checkpoints["emitted"]
     assert (emitted["topic"], emitted["partition"], emitted["upstream_offset"]) == (remote, 0, COMMITTED)
+    [event] = live_flow.asset_events(dag_run, "mirrorflow://A-to-B/checkpoints")
+    assert event["flow"] == "A->B" and event["checkpoints"] == 1 and event["groups"] == 1, event
+    assert event["lag_records"] == 0, event  # the interval copy ran before the checkpoints
     assert results["sync_group_offsets"]["last"]["written"], results["sync_group_offsets"]
     committed = committed_offsets(live_flow.admin("B"), "B", group, 30)  # never the admin call (librdkafka 5040)
     assert committed[(remote, 0)].offset == emitted["downstream_offset"]

@@ -28,6 +28,7 @@ from airflow.sdk import DAG, get_parsing_context
 
 from mirrorflow.airflow import tasks
 from mirrorflow.airflow.alerts import NOTIFIER_KEY, failure_notifier
+from mirrorflow.airflow.assets import checkpoints_asset
 from mirrorflow.airflow.dag_docs import broken_doc, flow_doc, heartbeat_doc
 from mirrorflow.airflow.dag_ids import flow_dag_id, flow_tags, heartbeat_dag_id
 from mirrorflow.airflow.schedule import Schedule, ScheduleError, parse_schedule
@@ -214,7 +215,8 @@ class _Factory:
                 execution_timeout=loop_timeout + dt.timedelta(minutes=10) if continuous else None,
             )
             loops = {"execution_timeout": loop_timeout}
-            checkpoints = self._python("emit_checkpoints", flow, tasks.emit_checkpoints, **loops)
+            outlets = {"outlets": [checkpoints_asset(flow.name)]} if flow.emit_checkpoints_enabled else {}
+            checkpoints = self._python("emit_checkpoints", flow, tasks.emit_checkpoints, **loops, **outlets)
             groups = self._python("sync_group_offsets", flow, tasks.sync_group_offsets, **loops)
             beats = self._python("heartbeats", flow, tasks.heartbeats, **loops)
             discover >> topics >> [configs, acls]

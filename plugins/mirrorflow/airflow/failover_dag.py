@@ -29,6 +29,7 @@ from typing import Any
 from airflow.providers.standard.operators.python import PythonOperator
 from airflow.sdk import DAG, Param, get_parsing_context
 
+from mirrorflow.airflow.assets import runbook_asset
 from mirrorflow.airflow.factory import CONFIG_ENV, START_DATE, config_file, repo_root
 from mirrorflow.config.loader import load_config
 from mirrorflow.core.errors import UsageError
@@ -44,6 +45,7 @@ log = logging.getLogger(__name__)
 
 DIRECTIONS = ("failover", "failback")
 REPORT_TASK = "report"
+ANNOUNCE_TASK = "announce"
 
 
 def register_failover_dags(
@@ -134,9 +136,36 @@ def build_runbook_dag(direction: str, config_path: str, aliases: list[str], repo
                 previous >> task
             previous = task
         report = PythonOperator(task_id=REPORT_TASK, python_callable=report_step, op_kwargs=common)
+        announce = PythonOperator(
+            task_id=ANNOUNCE_TASK,
+            python_callable=announce_step,
+            op_kwargs={"direction": direction},
+            outlets=[runbook_asset(direction)],
+        )
         if previous is not None:
             previous >> report
+        report >> announce
     return dag
+
+
+def announce_step(direction: str, params: Mapping[str, Any], ti: Any) -> dict[str, Any]:
+    """The runbook asset's event, after a run that moved clients; a dry run is skipped (no event: DAGs scheduled
+    on the asset must not start because somebody rehearsed)."""
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    from mirrorflow.airflow.assets import annotate
+
+    summary = ti.xcom_pull(task_ids=REPORT_TASK) or {}
+    if summary.get("dry_run", True) or not summary.get("completed"):
+        raise AirflowSkipException("dry run or not completed: no asset event")
+    extra = {
+        "direction": direction,
+        "primary": params.get("primary"),
+        "dr": params.get("dr"),
+        **{key: summary.get(key) for key in ("groups", "partitions", "data_loss_bound_records", "rto_seconds")},
+    }
+    annotate(runbook_asset(direction), extra)
+    return extra
 
 
 def _doc(direction: str, config_path: str) -> str:

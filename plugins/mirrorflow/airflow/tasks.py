@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+from confluent_kafka import KafkaException
 
 from mirrorflow.airflow.connections import with_connections
 from mirrorflow.airflow.reports import compact, control_plane_summary, plan_summary, repeated_summary
@@ -250,9 +251,33 @@ def emit_checkpoints(config_path: str, flow_name: str, clusters: Clusters = None
         state = OffsetMapTail.for_flow(flow, timeout_s=clients.timeout_s)
         try:
             interval = float(flow.emit_checkpoints_interval_seconds)
-            return _cadence(flow, interval, lambda: emit(flow, clients, store=store, state=state))
+            summary = _cadence(flow, interval, lambda: emit(flow, clients, store=store, state=state))
         finally:
             state.close()
+    _announce_checkpoints(flow, summary)
+    return summary
+
+
+def _announce_checkpoints(flow: Flow, summary: dict[str, Any]) -> None:
+    """The checkpoints asset's event extra: the last round's counts and the lag now (best effort: a lag that
+    cannot be read is named, never a reason to fail a task whose checkpoints were written)."""
+    from mirrorflow.airflow.assets import annotate, checkpoints_asset
+    from mirrorflow.replication.metrics import flow_views
+
+    last = summary.get("last") or {}
+    extra: dict[str, Any] = {
+        "flow": flow.name,
+        "runs": summary.get("runs"),
+        "groups": len(last.get("groups") or ()),
+        "checkpoints": len(last.get("emitted") or ()),
+    }
+    try:
+        views = flow_views(flow, timeout_s=min(30.0, flow.admin_timeout_ms / 1000), wait_s=5.0)
+        extra["lag_records"] = sum(v.lag_records for v in views)
+        extra["lag_seconds"] = round(max((v.lag_seconds for v in views), default=0.0), 3)
+    except (MirrorflowError, KafkaException) as err:
+        extra["lag_error"] = str(err)[:300]
+    annotate(checkpoints_asset(flow.name), extra)
 
 
 def sync_group_offsets(config_path: str, flow_name: str, clusters: Clusters = None) -> dict[str, Any]:
