@@ -49,7 +49,7 @@ from mirrorflow.core.progress import Progress, encode_progress, topic_id_text  #
 from mirrorflow.kafka import metrics_store  # noqa: E402
 from mirrorflow.replication import copy_setup  # noqa: E402
 from mirrorflow.replication.checkpoints import CheckpointReport, EmittedCheckpoint  # noqa: E402
-from mirrorflow.replication.copy_plan import copyable, plan_copy, summarise  # noqa: E402
+from mirrorflow.replication.copy_plan import copyable, plan_copy, summarise, totals_line  # noqa: E402
 from mirrorflow.replication.copy_task import CopyResult, CopyTask  # noqa: E402
 from mirrorflow.replication.discovery import FlowPlan, plan_topics  # noqa: E402
 from mirrorflow.replication.flow_cycle import ControlPlaneReport  # noqa: E402
@@ -176,7 +176,8 @@ def xcom_sizes(flow: Flow, plan: FlowPlan, tasks: list[CopyTask], first_plan: Fl
         "sync_topics XCom bytes (first run, every topic created)": json_size(control_plane_summary(report)),
         "emit_checkpoints XCom bytes (10 groups x all partitions)": json_size(repeated_summary([checkpoints], 300.0)),
         "copy XCom bytes (totals only)": json_size(totals),
-        "copy job summary printed to the task log, KB": round(len(json.dumps(summary, indent=2)) / 1000, 1),
+        "copy job totals printed to the task log, bytes": len(totals_line(summary)),
+        "per-partition summary (--summary-file only), KB": round(len(json.dumps(summary, indent=2)) / 1000, 1),
     }
 
 

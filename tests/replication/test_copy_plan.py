@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pytest
@@ -9,8 +10,8 @@ import pytest
 from mirrorflow.kafka.transfer import READER_DEFAULTS, WRITER_DEFAULTS, tuned
 from mirrorflow.replication import copy_group
 from mirrorflow.replication.copy_group import TASK_MEMORY_BYTES
-from mirrorflow.replication.copy_plan import reads_committed, spread
-from mirrorflow.replication.copy_task import CopyTask, buffer_settings
+from mirrorflow.replication.copy_plan import reads_committed, spread, summarise, totals_line
+from mirrorflow.replication.copy_task import CopyResult, CopyTask, buffer_settings
 
 MIB = 1024 * 1024
 
@@ -118,3 +119,18 @@ def test_copy_ranges_divides_the_task_budget_among_its_ranges(monkeypatch: pytes
 def test_source_isolation(exactly_once: bool, isolation: str | None, committed: bool) -> None:
     conf = {} if isolation is None else {"isolation.level": isolation}
     assert reads_committed(exactly_once, conf) is committed
+
+
+def test_the_task_log_gets_totals_of_the_same_size_at_any_partition_count() -> None:
+    """The copy job prints `totals_line` into the Airflow task log: 10,000 partitions must not make it grow (the
+    full summary, one line per partition, is ~2 MB there and goes to the summary file only)."""
+
+    def line(partitions: int) -> str:
+        results = [CopyResult(f"t{p % 50}", p, f"A.t{p % 50}", 0, 10, 10, 10, 1000) for p in range(partitions)]
+        return totals_line(summarise(results))
+
+    small, large = line(10), line(10_000)
+    assert len(large) < 50_000 and len(large) - len(small) < 20, (len(small), len(large))
+    totals = json.loads(large)
+    assert (totals["records"], totals["partitions"], totals["topics"]) == (100_000, 10_000, 50)
+    assert "ranges" not in totals

@@ -28,7 +28,7 @@ from mirrorflow.config.overrides import cluster_settings_from_env, with_cluster_
 from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.replication.checkpoints import emit_checkpoints
 from mirrorflow.replication.copy_group import copy_ranges
-from mirrorflow.replication.copy_plan import copyable, plan_copy, refresh_identities, spread, summarise
+from mirrorflow.replication.copy_plan import copyable, plan_copy, refresh_identities, spread, summarise, totals_line
 from mirrorflow.replication.copy_task import CopyResult, CopyTask
 from mirrorflow.replication.discovery import FlowPlan, discover
 from mirrorflow.replication.flow_clients import FlowClients
@@ -218,7 +218,7 @@ class CopyStep:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`spark-submit spark_jobs/mirrorflow_copy.py CONFIG --flow A->B [--mode ...]`; prints the JSON summary."""
+    """`spark-submit spark_jobs/mirrorflow_copy.py CONFIG --flow A->B [--mode ...]`; prints the totals line."""
     parser = argparse.ArgumentParser(prog="mirrorflow_copy", description="Copy one Mirrorflow flow on Spark.")
     parser.add_argument("config", help="the mm2.properties file")
     parser.add_argument("--flow", required=True, help="the flow to copy, e.g. A->B")
@@ -242,8 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     except MirrorflowError as err:
         print(f"error: {err}", file=sys.stderr)
         return err.exit_code
-    text = json.dumps(summary, indent=2, sort_keys=True)
     if args.summary_file:
-        Path(args.summary_file).write_text(text + "\n")
-    print(text)
+        Path(args.summary_file).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    print(totals_line(summary))
     return 0
