@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import select
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from sqlalchemy import select
 
 from mirrorflow.local.cluster import LocalClusters
 from mirrorflow.local.properties import mm2_config_text

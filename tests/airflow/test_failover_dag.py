@@ -7,6 +7,7 @@ planned failover against the session's clusters A and B; a flow paused by a fail
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import subprocess
@@ -66,6 +67,17 @@ def state_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_step_names_are_the_runbook_steps() -> None:
     assert list(STEP_NAMES) == [name for name, _ in STEPS]
+
+
+def test_runbook_tasks_jump_the_queue_and_cannot_hang(tmp_path: Path, dag_bag: Callable[..., Any]) -> None:
+    """Started mid-incident, a runbook must not wait behind flow loops for a worker slot, and a step stuck on an
+    unreachable cluster fails (to be cleared and resumed) instead of holding the run forever."""
+    config = offline_config(tmp_path)
+    config.write_text(config.read_text() + "A->B.mirrorflow.runbook.step.timeout.seconds = 600\n")
+    for dag_id in RUNBOOKS:
+        for task in dag_bag(config).dags[dag_id].tasks:
+            assert (task.priority_weight, str(task.weight_rule)) == (1000, "absolute"), task.task_id
+            assert task.execution_timeout == dt.timedelta(seconds=600), task.task_id
 
 
 def test_dag_bag_holds_both_runbooks_with_the_form(tmp_path: Path, dag_bag: Callable[..., Any]) -> None:

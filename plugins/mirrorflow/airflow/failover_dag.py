@@ -18,6 +18,7 @@ time (`with_connections`), exactly as the flow DAGs do.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 import re
@@ -65,7 +66,8 @@ def register_failover_dags(
         log.warning("Mirrorflow builds no runbook DAG from %s (set by %s): %s", path, CONFIG_ENV, err)
         return {}
     aliases = sorted(config.clusters)
-    dags = {f"mirrorflow_{d}": build_runbook_dag(d, str(path), aliases, repo) for d in wanted}
+    step_timeout = dt.timedelta(seconds=max((f.runbook_step_timeout_seconds for f in config.flows), default=1800))
+    dags = {f"mirrorflow_{d}": build_runbook_dag(d, str(path), aliases, repo, step_timeout) for d in wanted}
     globals_dict.update(dags)
     return dags
 
@@ -111,7 +113,18 @@ def runbook_params(aliases: list[str]) -> dict[str, Param]:
     }
 
 
-def build_runbook_dag(direction: str, config_path: str, aliases: list[str], repo: Path) -> DAG:
+RUNBOOK_PRIORITY = 1000
+"""Runbook tasks' absolute priority weight: started mid-incident, they take the next free worker slot before
+any flow task (flow tasks keep Airflow's default weight of 1 per downstream task)."""
+
+
+def build_runbook_dag(
+    direction: str,
+    config_path: str,
+    aliases: list[str],
+    repo: Path,
+    step_timeout: dt.timedelta = dt.timedelta(seconds=1800),
+) -> DAG:
     with DAG(
         dag_id=f"mirrorflow_{direction}",
         schedule=None,
@@ -124,14 +137,18 @@ def build_runbook_dag(direction: str, config_path: str, aliases: list[str], repo
         description=f"Mirrorflow {direction} runbook (docs/design.md §4): trigger with the form; dry run by default",
         dag_display_name=f"mirrorflow {direction}",
         doc_md=_doc(direction, config_path),
-        default_args={"owner": "mirrorflow", "retries": 0},
+        default_args={
+            "owner": "mirrorflow",
+            "retries": 0,
+            "priority_weight": RUNBOOK_PRIORITY,
+            "weight_rule": "absolute",
+            "execution_timeout": step_timeout,
+        },
     ) as dag:
         common = {"config_path": config_path, "direction": direction, "repo": str(repo)}
         previous: PythonOperator | None = None
         for index, name in enumerate(STEP_NAMES):
-            task = PythonOperator(
-                task_id=name, python_callable=run_step, op_kwargs={**common, "index": index}, execution_timeout=None
-            )
+            task = PythonOperator(task_id=name, python_callable=run_step, op_kwargs={**common, "index": index})
             if previous is not None:
                 previous >> task
             previous = task

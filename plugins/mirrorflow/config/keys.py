@@ -248,6 +248,7 @@ MIRRORFLOW_FLOW_KEYS: dict[str, KeySpec] = {
         KeySpec("mirrorflow.airflow.retry.delay.seconds", "long", "30"),
         KeySpec("mirrorflow.airflow.execution.timeout.seconds", "long", "900"),
         KeySpec("mirrorflow.airflow.failure.notifier", "string", None),
+        KeySpec("mirrorflow.runbook.step.timeout.seconds", "long", "1800"),
     ]
 }
 MIRRORFLOW_CLUSTER_KEYS = {"mirrorflow.connection": KeySpec("mirrorflow.connection", "string", None)}

@@ -79,6 +79,7 @@ TYPED_FIELDS: dict[str, str] = {
     "airflow_retries": "mirrorflow.airflow.retries",
     "airflow_retry_delay_seconds": "mirrorflow.airflow.retry.delay.seconds",
     "airflow_execution_timeout_seconds": "mirrorflow.airflow.execution.timeout.seconds",
+    "runbook_step_timeout_seconds": "mirrorflow.runbook.step.timeout.seconds",
     "airflow_failure_notifier": "mirrorflow.airflow.failure.notifier",
 }
 
@@ -176,6 +177,10 @@ class Flow(BaseModel):
     airflow_retry_delay_seconds: int = 30
     airflow_execution_timeout_seconds: int = 900
     """The longest a one-shot control-plane task (discover, topic/config/ACL sync) may run."""
+    runbook_step_timeout_seconds: int = 1800
+    """The longest one task of the failover/failback DAG may run (its `execution_timeout`): a step blocked on an
+    unreachable cluster fails, to be cleared and resumed, instead of holding the runbook; the DAG takes the
+    longest of its flows' values."""
     airflow_failure_notifier: str | None = None
     """Dotted path of the callable Airflow calls when a task failed for good (airflow/alerts.py); None: a log line."""
     source_connection: str | None = None
