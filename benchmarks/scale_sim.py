@@ -131,7 +131,9 @@ def planning(flow: Flow, partitions: int, per_topic: int) -> tuple[dict[str, Any
     steady_s, plan = timed(lambda: plan_topics(rules, src, tgt, flow=flow.name))
     ends = {(t.topic, p): 1_000_000 for t in plan.replicated() for p in range(t.partitions)}
     ids = synthetic_ids(plan)
-    plan_s, tasks = timed(lambda: plan_copy(flow, copyable(plan), interval=True, end_offsets=ends, identities=ids))
+    plan_s, tasks = timed(
+        lambda: plan_copy(flow, copyable(plan), interval=True, end_offsets=ends, identities=ids, size_limits={})
+    )
     from pyspark import cloudpickle
 
     payload = [len(cloudpickle.dumps(t)) for t in tasks]

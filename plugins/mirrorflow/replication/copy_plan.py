@@ -60,9 +60,11 @@ def plan_copy(
     run_seconds: float | None = None,
     end_offsets: Mapping[tuple[str, int], int] | None = None,
     identities: Mapping[str, tuple[str, str]] | None = None,
+    size_limits: Mapping[str, int] | None = None,
 ) -> list[CopyTask]:
     """The copy tasks of one run; `interval` copies up to the source end seen now, else runs `run_seconds`.
-    `identities` ({source topic: (source topic ID, remote topic ID)}) is looked up when not given."""
+    `identities` ({source topic: (source topic ID, remote topic ID)}) and `size_limits` ({remote topic:
+    max.message.bytes}) are looked up when not given."""
     exactly_once = flow.delivery == "exactly-once"
     if identities is None:
         identities = planned_identities(flow, topics)
@@ -80,9 +82,10 @@ def plan_copy(
             timeout_s=flow.admin_timeout_ms / 1000,
         )
     # One describe per run, so each writer can take records as large as its remote topic accepts.
-    size_limits = max_message_bytes(
-        admin_client(flow.target_admin.librdkafka()), [t.remote_topic for t in topics], flow.admin_timeout_ms / 1000
-    )
+    if size_limits is None:
+        size_limits = max_message_bytes(
+            admin_client(flow.target_admin.librdkafka()), [t.remote_topic for t in topics], flow.admin_timeout_ms / 1000
+        )
     sep = internal_separator(flow)
     policy = flow.policy()
     syncs_on_target = flow.offset_syncs_topic_location == "target"
