@@ -240,7 +240,8 @@ class _Factory:
         return dag
 
     def _heartbeat_dag(self, dag_id: str, pairs: list[Flow]) -> DAG:
-        """One DAG per target, one independent task per source: a source that is down fails its task only."""
+        """One DAG per target, one task per source with no dependencies and the pair's own retries and notifier:
+        a pair that fails (its settings, its retries) fails only its own task."""
         target = pairs[0].target
         with self._dag(
             dag_id,
