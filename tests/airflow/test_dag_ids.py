@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from mirrorflow.airflow.dag_ids import flow_dag_id, flow_tags, heartbeat_dag_id, sanitise
+from mirrorflow.airflow.dag_ids import flow_dag_id, flow_tags, heartbeat_dag_id, heartbeat_task_id, sanitise
 
 
 def test_ids_follow_the_design_and_keep_airflow_safe_characters() -> None:
     assert flow_dag_id("A", "B") == "mirrorflow__A__B"
     assert flow_dag_id("us-east.1", "eu_west") == "mirrorflow__us-east.1__eu_west"
-    assert heartbeat_dag_id("B", "A") == "mirrorflow__heartbeats__B__A"
+    assert heartbeat_dag_id("A") == "mirrorflow__heartbeats__A"  # every heartbeat-only pair into A
+    assert heartbeat_dag_id("eu west") == "mirrorflow__heartbeats__eu_west"
+    assert heartbeat_task_id("us-east.1") == "from__us-east.1"
 
 
 def test_characters_airflow_refuses_become_underscores() -> None:

@@ -101,18 +101,44 @@ def test_intervals_become_delta_timetables(write_config: Callable[..., Path], da
     assert bag.dags["mirrorflow__B__A"].timetable.delta == timedelta(seconds=30)
 
 
-def test_a_heartbeat_only_pair_gets_a_small_dag(write_config: Callable[..., Path], dag_bag: Callable[..., Any]) -> None:
+def test_a_heartbeat_only_pair_gets_a_task_in_its_targets_heartbeats_dag(
+    write_config: Callable[..., Path], dag_bag: Callable[..., Any]
+) -> None:
     config = write_config(TWO_CLUSTERS + "A->B.enabled = true\n")
     bag = dag_bag(config)
     assert bag.import_errors == {}
-    assert set(bag.dags) == {"mirrorflow__A__B", "mirrorflow__heartbeats__B__A"}
-    beats = bag.dags["mirrorflow__heartbeats__B__A"]
-    assert [t.task_id for t in beats.tasks] == ["heartbeats"]
-    assert beats.get_task("heartbeats").op_kwargs["flow_name"] == "B->A"
+    assert set(bag.dags) == {"mirrorflow__A__B", "mirrorflow__heartbeats__A"}
+    beats = bag.dags["mirrorflow__heartbeats__A"]
+    assert [t.task_id for t in beats.tasks] == ["from__B"]
+    assert beats.get_task("from__B").op_kwargs["flow_name"] == "B->A"
     assert set(beats.tags) == {"mirrorflow", "source:B", "target:A", "mirrorflow:heartbeats"}
 
     config.write_text(config.read_text() + "B->A.emit.heartbeats.enabled = false\n")
     assert set(dag_bag(config).dags) == {"mirrorflow__A__B"}
+
+
+def test_pairs_into_one_target_share_its_dag_and_keep_their_own_retries(
+    write_config: Callable[..., Path], dag_bag: Callable[..., Any]
+) -> None:
+    config = write_config(
+        "clusters = A, B, C\n"
+        + "".join(f"{c}.bootstrap.servers = 127.0.0.1:{port}\n" for c, port in (("A", 1), ("B", 2), ("C", 3)))
+        + "A->B.enabled = true\nB->C.enabled = true\nC->B.mirrorflow.airflow.retries = 7\n"
+    )
+    bag = dag_bag(config)
+    assert bag.import_errors == {}
+    beats = {d for d in bag.dags if d.startswith("mirrorflow__heartbeats__")}
+    assert beats == {"mirrorflow__heartbeats__A", "mirrorflow__heartbeats__B", "mirrorflow__heartbeats__C"}
+    into_a = bag.dags["mirrorflow__heartbeats__A"]
+    assert {t.task_id: t.op_kwargs["flow_name"] for t in into_a.tasks} == {"from__B": "B->A", "from__C": "C->A"}
+    assert all(not t.upstream_task_ids and not t.downstream_task_ids for t in into_a.tasks)
+    into_b = bag.dags["mirrorflow__heartbeats__B"]
+    assert {t.task_id: t.retries for t in into_b.tasks} == {"from__C": 7}
+
+    config.write_text(config.read_text() + "C->A.mirrorflow.schedule = 5m\n")
+    broken = dag_bag(config).dags["mirrorflow__heartbeats__A"]
+    assert "mirrorflow:broken" in broken.tags
+    assert "C->A.mirrorflow.schedule" in broken.doc_md and "same mirrorflow.schedule" in broken.doc_md
 
 
 def test_docs_and_serialized_dags_never_show_secrets(
@@ -235,7 +261,7 @@ def test_the_clusters_subset_keeps_flows_into_those_clusters(
     everything = set(dag_bag(config).dags)
     assert flows_only < everything
     into_b = set(dag_bag(config, MIRRORFLOW_CLUSTERS="B").dags)
-    assert into_b == {"mirrorflow__A__B", "mirrorflow__heartbeats__C__B"}
+    assert into_b == {"mirrorflow__A__B", "mirrorflow__heartbeats__B"}
     into_a_c = set(dag_bag(config, MIRRORFLOW_CLUSTERS="A, C").dags)
     assert into_a_c & flows_only == {"mirrorflow__B__C", "mirrorflow__C__A"}
     assert all(dag_id.endswith(("__A", "__C")) for dag_id in into_a_c)

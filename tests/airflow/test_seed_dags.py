@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from mirrorflow.airflow.dag_ids import flow_dag_id
+from mirrorflow.airflow.dag_ids import flow_dag_id, heartbeat_dag_id
 from mirrorflow.config.loader import load_config
 
 SEED = Path(__file__).resolve().parents[1] / "fixtures" / "configs" / "seed001_multi_dc.properties"
@@ -26,3 +26,26 @@ def test_one_dag_per_flow_mm2_would_run(dag_bag: Callable[..., Any], clusters: s
     assert bag.import_errors == {}
     flow_dags = {dag_id for dag_id, dag in bag.dags.items() if "mirrorflow:heartbeats" not in dag.tags}
     assert flow_dags == expected
+
+
+def test_heartbeat_only_pairs_share_one_dag_per_target(dag_bag: Callable[..., Any]) -> None:
+    """30 pairs of the 6-cluster file run a herder, 12 of them flows: the 18 heartbeat-only pairs make one
+    heartbeats DAG per target cluster (the cluster their heartbeats are written to), one task per source."""
+    config = load_config(SEED, environ={})
+    enabled = {f.name for f in config.flows}
+    pairs = [f for f in config.heartbeat_flows if f.name not in enabled and f.emit_heartbeats_enabled]
+    assert len(config.flows) == 12 and len(pairs) == 18
+
+    bag = dag_bag(SEED)
+
+    assert bag.import_errors == {}
+    beats = {dag_id: dag for dag_id, dag in bag.dags.items() if "mirrorflow:heartbeats" in dag.tags}
+    assert len(bag.dags) - len(beats) == 12
+    targets = {f.target for f in pairs}
+    assert set(beats) == {heartbeat_dag_id(t) for t in targets}
+    for target in targets:
+        dag = beats[heartbeat_dag_id(target)]
+        expected = {f.name for f in pairs if f.target == target}
+        assert {t.op_kwargs["flow_name"] for t in dag.tasks} == expected
+        assert len(dag.tasks) == len(expected)
+        assert all(not t.upstream_task_ids for t in dag.tasks), "a down source cluster fails only its own task"

@@ -6,6 +6,9 @@ here by key name, because a DAG's docs are stored in the metadata database and s
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from mirrorflow.airflow.dag_ids import heartbeat_task_id
 from mirrorflow.config.clients import MASK
 from mirrorflow.config.keys import is_secret_key
 from mirrorflow.config.model import Flow
@@ -46,15 +49,25 @@ def flow_doc(flow: Flow, config_path: str, task_ids: list[str]) -> str:
     )
 
 
-def heartbeat_doc(flow: Flow, config_path: str) -> str:
-    return _with_settings(
-        flow,
-        f"## Mirrorflow heartbeats `{flow.name}`\n\n"
-        f"The flow `{flow.name}` is not enabled, but MM2 still runs a heartbeat herder for the pair: this DAG "
-        f"creates `heartbeats` on `{flow.target}` and writes a heartbeat every "
-        f"{flow.emit_heartbeats_interval_seconds} s, so clusters downstream learn the topology. Turn it off "
-        f"with `{flow.name}.emit.heartbeats.enabled = false`.\n\n"
-        f"* config: `{config_path}`\n* schedule: `{flow.schedule}`\n\n",
+def heartbeat_doc(target: str, pairs: Sequence[Flow], config_path: str) -> str:
+    """The page of a target's heartbeats DAG: which pairs beat into it, and how to turn each off."""
+    rows = "\n".join(
+        f"| `{heartbeat_task_id(p.source)}` | `{p.name}` | {p.emit_heartbeats_interval_seconds} s | "
+        f"`{p.name}.emit.heartbeats.enabled = false` |"
+        for p in pairs
+    )
+    return (
+        f"## Mirrorflow heartbeats into `{target}`\n\n"
+        f"These flows are not enabled, but MM2 still runs a heartbeat herder for each pair: each task creates "
+        f"`heartbeats` on `{target}` and writes a heartbeat from its source at the pair's cadence, so clusters "
+        "downstream learn the topology. The tasks are independent: a source that cannot be reached fails only "
+        "its own task.\n\n"
+        f"* config: `{config_path}`\n* schedule: `{pairs[0].schedule}`\n\n"
+        "| task | pair | every | turn it off with |\n| --- | --- | --- | --- |\n"
+        f"{rows}\n\n"
+        "### Effective settings (secrets masked)\n\n"
+        + "\n\n".join(f"#### `{p.name}`\n\n{settings_block(p)}" for p in pairs)
+        + "\n"
     )
 
 

@@ -8,6 +8,9 @@ factory reports the clash instead of letting one DAG replace the other.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+
+from mirrorflow.config.model import Flow
 
 PREFIX = "mirrorflow"
 SEPARATOR = "__"
@@ -27,11 +30,25 @@ def flow_dag_id(source: str, target: str) -> str:
     return SEPARATOR.join((PREFIX, sanitise(source), sanitise(target)))
 
 
-def heartbeat_dag_id(source: str, target: str) -> str:
-    """`mirrorflow__heartbeats__<source>__<target>`, the DAG of a heartbeat-only pair."""
-    return SEPARATOR.join((PREFIX, "heartbeats", sanitise(source), sanitise(target)))
+def heartbeat_dag_id(target: str) -> str:
+    """`mirrorflow__heartbeats__<target>`: the DAG of every heartbeat-only pair writing into `target`.
+
+    Grouped by the cluster the heartbeats are written to, so a file of N clusters has at most N such DAGs
+    (not N x (N-1)); each pair stays a task of its own (`heartbeat_task_id`)."""
+    return SEPARATOR.join((PREFIX, "heartbeats", sanitise(target)))
+
+
+def heartbeat_task_id(source: str) -> str:
+    """`from__<source>`: the task of a heartbeats DAG that beats for the pair `source-><target>`."""
+    return SEPARATOR.join(("from", sanitise(source)))
 
 
 def flow_tags(source: str, target: str, *extra: str) -> list[str]:
     tags = [PREFIX, f"source:{source}", f"target:{target}", *extra]
+    return [tag[:MAX_TAG_LENGTH] for tag in tags]
+
+
+def heartbeat_tags(target: str, pairs: Sequence[Flow]) -> list[str]:
+    """Tags of a target's heartbeats DAG: the target, and every source it beats for (the UI filters on both)."""
+    tags = [PREFIX, f"target:{target}", "mirrorflow:heartbeats", *(f"source:{pair.source}" for pair in pairs)]
     return [tag[:MAX_TAG_LENGTH] for tag in tags]

@@ -30,7 +30,7 @@ from mirrorflow.airflow import tasks
 from mirrorflow.airflow.alerts import NOTIFIER_KEY, failure_notifier
 from mirrorflow.airflow.assets import checkpoints_asset
 from mirrorflow.airflow.dag_docs import broken_doc, flow_doc, heartbeat_doc
-from mirrorflow.airflow.dag_ids import flow_dag_id, flow_tags, heartbeat_dag_id
+from mirrorflow.airflow.dag_ids import flow_dag_id, flow_tags, heartbeat_dag_id, heartbeat_tags, heartbeat_task_id
 from mirrorflow.airflow.schedule import Schedule, ScheduleError, parse_schedule
 from mirrorflow.airflow.spark import MirrorflowCopyOperator
 from mirrorflow.config.issues import Issue, IssueLog
@@ -117,21 +117,19 @@ class _Factory:
 
     def build(self, only: str | None = None) -> tuple[dict[str, DAG], list[str]]:
         """(DAGs by id, error messages of broken flows); with `only`, just that DAG (a worker's parse)."""
-        enabled = {f.name for f in self.config.flows}
-        wanted: list[tuple[str, Flow, Callable[[str, Flow], DAG]]] = [
-            (flow_dag_id(f.source, f.target), f, self._flow_dag) for f in self.config.flows
+        wanted: list[tuple[str, str, list[Flow], Callable[[str, list[Flow]], DAG]]] = [
+            (flow_dag_id(f.source, f.target), f.name, [f], self._flow_dag) for f in self.config.flows
         ]
         wanted += [
-            (heartbeat_dag_id(f.source, f.target), f, self._heartbeat_dag)
-            for f in self.config.heartbeat_flows
-            if f.name not in enabled and f.emit_heartbeats_enabled
+            (heartbeat_dag_id(target), f"heartbeats into {target}", pairs, self._heartbeat_dag)
+            for target, pairs in self.heartbeat_pairs().items()
         ]
         owners: dict[str, list[str]] = {}
-        for dag_id, flow, _ in wanted:
-            owners.setdefault(dag_id, []).append(flow.name)
+        for dag_id, label, _, _ in wanted:
+            owners.setdefault(dag_id, []).append(label)
         dags: dict[str, DAG] = {}
         broken: list[str] = []
-        for dag_id, flow, build in wanted:
+        for dag_id, label, flows, build in wanted:
             if only is not None and dag_id != only:
                 continue
             try:
@@ -140,15 +138,24 @@ class _Factory:
                         f"{self.path}: flows {' and '.join(owners[dag_id])} both map to DAG id {dag_id!r}; "
                         "rename one of the cluster aliases"
                     )
-                dags[dag_id] = build(dag_id, flow)
+                dags[dag_id] = build(dag_id, flows)
             except Exception as err:  # one flow must not take the others down with it
                 message = str(err)
                 if not isinstance(err, FlowBuildError):
-                    message = f"{self.path}: flow {flow.name}: {type(err).__name__}: {err}"
-                log.error("Mirrorflow flow %s is broken: %s", flow.name, message)
+                    message = f"{self.path}: flow {label}: {type(err).__name__}: {err}"
+                log.error("Mirrorflow flow %s is broken: %s", label, message)
                 broken.append(message)
-                dags[dag_id] = self._broken_dag(dag_id, flow, message)
+                dags[dag_id] = self._broken_dag(dag_id, label, flows, message, build == self._heartbeat_dag)
         return dags, broken
+
+    def heartbeat_pairs(self) -> dict[str, list[Flow]]:
+        """Heartbeat-only pairs (herder running, flow not enabled) by the target their heartbeats go to."""
+        enabled = {f.name for f in self.config.flows}
+        by_target: dict[str, list[Flow]] = {}
+        for pair in sorted(self.config.heartbeat_flows, key=lambda f: (f.target, f.source)):
+            if pair.name not in enabled and pair.emit_heartbeats_enabled:
+                by_target.setdefault(pair.target, []).append(pair)
+        return by_target
 
     def _op_kwargs(self, flow: Flow) -> dict[str, Any]:
         return {"config_path": self.path, "flow_name": flow.name, "clusters": self.clusters}
@@ -159,11 +166,6 @@ class _Factory:
         )
 
     def _dag(self, dag_id: str, flow: Flow, schedule: Schedule, **kwargs: Any) -> DAG:
-        try:
-            notifier = failure_notifier(flow)
-        except UsageError as err:
-            key, line = self._origin(flow, NOTIFIER_KEY)
-            raise FlowBuildError(Issue(self.path, line, key, str(err), _NOTIFIER_FIX).render()) from None
         return DAG(
             dag_id=dag_id,
             schedule=schedule,
@@ -171,18 +173,28 @@ class _Factory:
             catchup=False,
             max_active_runs=1,
             auto_register=False,  # only what `register_flow_dags` returns: never a half-built DAG
-            default_args={
-                "owner": "mirrorflow",
-                "retries": flow.airflow_retries,
-                "retry_delay": dt.timedelta(seconds=flow.airflow_retry_delay_seconds),
-                "retry_exponential_backoff": 2.0,
-                "max_retry_delay": max(MAX_RETRY_DELAY, dt.timedelta(seconds=flow.airflow_retry_delay_seconds)),
-                "on_failure_callback": notifier,
-            },
+            default_args={"owner": "mirrorflow", **self._retry_args(flow)},
             **kwargs,
         )
 
-    def _flow_dag(self, dag_id: str, flow: Flow) -> DAG:
+    def _retry_args(self, flow: Flow) -> dict[str, Any]:
+        """The flow's retry policy and failure notifier, as task arguments (DAG defaults, or one pair's task)."""
+        try:
+            notifier = failure_notifier(flow)
+        except UsageError as err:
+            key, line = self._origin(flow, NOTIFIER_KEY)
+            raise FlowBuildError(Issue(self.path, line, key, str(err), _NOTIFIER_FIX).render()) from None
+        delay = dt.timedelta(seconds=flow.airflow_retry_delay_seconds)
+        return {
+            "retries": flow.airflow_retries,
+            "retry_delay": delay,
+            "retry_exponential_backoff": 2.0,
+            "max_retry_delay": max(MAX_RETRY_DELAY, delay),
+            "on_failure_callback": notifier,
+        }
+
+    def _flow_dag(self, dag_id: str, flows: list[Flow]) -> DAG:
+        (flow,) = flows
         schedule = self.schedule(flow)
         loop_timeout = dt.timedelta(seconds=flow.copy_run_seconds) + LOOP_MARGIN
         task_ids = ["discover", "sync_topics", "sync_configs", "sync_acls", "copy"]
@@ -229,30 +241,59 @@ class _Factory:
             topics >> beats
         return dag
 
-    def _heartbeat_dag(self, dag_id: str, flow: Flow) -> DAG:
-        schedule = self.schedule(flow)
+    def _heartbeat_dag(self, dag_id: str, pairs: list[Flow]) -> DAG:
+        """One DAG per target, one task per source with no dependencies and the pair's own retries and notifier:
+        a pair that fails (its settings, its retries) fails only its own task."""
+        target = pairs[0].target
         with self._dag(
             dag_id,
-            flow,
-            schedule,
-            tags=flow_tags(flow.source, flow.target, "mirrorflow:heartbeats"),
-            doc_md=heartbeat_doc(flow, self.path),
-            description=f"Mirrorflow heartbeats {flow.name} (flow not enabled)",
-            dag_display_name=f"mirrorflow heartbeats {flow.name}",
+            pairs[0],
+            self._shared_schedule(pairs),
+            tags=heartbeat_tags(target, pairs),
+            doc_md=heartbeat_doc(target, pairs, self.path),
+            description=f"Mirrorflow heartbeats into {target} from {len(pairs)} cluster(s) whose flow is not enabled",
+            dag_display_name=f"mirrorflow heartbeats into {target}",
         ) as dag:
-            timeout = dt.timedelta(seconds=flow.copy_run_seconds) + LOOP_MARGIN
-            self._python("heartbeats", flow, tasks.heartbeat_pair, execution_timeout=timeout)
+            owners: dict[str, str] = {}
+            for pair in pairs:
+                task_id = heartbeat_task_id(pair.source)
+                if task_id in owners:
+                    raise FlowBuildError(
+                        f"{self.path}: flows {owners[task_id]} and {pair.name} both map to task {task_id!r} of "
+                        f"DAG {dag_id!r}; rename one of the cluster aliases"
+                    )
+                owners[task_id] = pair.name
+                timeout = dt.timedelta(seconds=pair.copy_run_seconds) + LOOP_MARGIN
+                self._python(task_id, pair, tasks.heartbeat_pair, execution_timeout=timeout, **self._retry_args(pair))
         return dag
 
-    def _broken_dag(self, dag_id: str, flow: Flow, message: str) -> DAG:
+    def _shared_schedule(self, pairs: list[Flow]) -> Schedule:
+        """The schedule of the pairs sharing a DAG: they must agree, or the DAG names the pair that differs."""
+        schedule = self.schedule(pairs[0])
+        for pair in pairs[1:]:
+            if pair.schedule != pairs[0].schedule:
+                key, line = self._origin(pair, "mirrorflow.schedule")
+                problem = (
+                    f"the heartbeat-only pairs into {pair.target} share one DAG, but {pair.name} has schedule "
+                    f"{pair.schedule!r} and {pairs[0].name} has {pairs[0].schedule!r}"
+                )
+                fix = f"give every <source>->{pair.target} pair that is not enabled the same mirrorflow.schedule"
+                raise FlowBuildError(Issue(self.path, line, key, problem, fix).render())
+        return schedule
+
+    def _broken_dag(self, dag_id: str, label: str, flows: list[Flow], message: str, heartbeats: bool) -> DAG:
+        if heartbeats:
+            tags = [*heartbeat_tags(flows[0].target, flows), BROKEN_TAG]
+        else:
+            tags = flow_tags(flows[0].source, flows[0].target, BROKEN_TAG)
         with DAG(
             dag_id=dag_id,
             schedule=None,
             start_date=START_DATE,
             catchup=False,
             auto_register=False,
-            tags=flow_tags(flow.source, flow.target, BROKEN_TAG),
-            doc_md=broken_doc(flow.name, message),
+            tags=tags,
+            doc_md=broken_doc(label, message),
             description=message.splitlines()[0][:200],
         ) as dag:
             PythonOperator(task_id="config_error", python_callable=tasks.broken_flow, op_kwargs={"message": message})

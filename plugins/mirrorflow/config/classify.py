@@ -29,6 +29,7 @@ from mirrorflow.config.keys import (
     is_worker_key,
     suggest,
 )
+from mirrorflow.config.librdkafka import classify_client_key
 from mirrorflow.config.properties import PropertiesFile, lost_escapes
 from mirrorflow.config.providers import has_reference
 from mirrorflow.config.values import ValueProblem, check, parse_enum
@@ -41,6 +42,20 @@ _CLUSTER_CANDIDATES = sorted(
 _DIRECT_CLIENT_PREFIXES = tuple(
     f"{side}.{part}." for side in ("source", "target") for part in ("cluster", "consumer", "producer", "admin")
 )
+_SIDE_CLIENT_PREFIXES = tuple(f"{side}.{role}" for side in ("source", "target") for role in CLIENT_PREFIXES)
+UNKNOWN_CLIENT_FIX = (
+    "use a Java client name (Kafka's producer, consumer and admin configs) or a librdkafka one "
+    "(librdkafka's CONFIGURATION.md)"
+)
+
+
+def client_key_name(sub: str) -> str | None:
+    """The client setting a key addresses (`consumer.x`, `source.producer.x`, `producer.override.x` → `x`)."""
+    for prefix in _SIDE_CLIENT_PREFIXES + CLIENT_PREFIXES:
+        if sub.startswith(prefix):
+            name = sub[len(prefix) :]
+            return name[len("override.") :] if prefix == "producer." and name.startswith("override.") else name
+    return None
 
 
 def split_flow_key(key: str, aliases: Sequence[str]) -> tuple[str, str, str]:
@@ -151,11 +166,26 @@ class _Classifier:
         elif sub.startswith(tuple(FLOW_ONLY_PREFIXES)):
             self.ignored.append(key)
         elif sub.startswith((*CLIENT_PREFIXES, *_DIRECT_CLIENT_PREFIXES, "config.providers", "replication.policy.")):
-            return
+            self._client_key(key, client_key_name(sub))
         elif sub.startswith("mirrorflow."):
             self._mirrorflow(key, sub, f"{source}->{target}.")
         else:
             self._unknown(key, sub, _FLOW_CANDIDATES, f"{source}->{target}.")
+
+    def _client_key(self, key: str, name: str | None) -> None:
+        """A typo in a client setting is an error: librdkafka would refuse the client when the flow starts.
+        Java-only settings are reported (as warnings) where the flow's clients are built (config/flows.py)."""
+        if not name:
+            return
+        kind, hint = classify_client_key(name)
+        if kind == "unknown":
+            shown = key[: len(key) - len(name)]
+            self.log.error(
+                key,
+                f"unknown client setting {name}: neither the Java Kafka client nor librdkafka has it, so the "
+                "client would refuse it when the flow starts",
+                f"did you mean {shown}{hint}?" if hint else UNKNOWN_CLIENT_FIX,
+            )
 
     def _mirrorflow(self, key: str, sub: str, prefix: str) -> None:
         if sub in MIRRORFLOW_CLUSTER_KEYS:
@@ -168,7 +198,22 @@ class _Classifier:
     def _cluster_key(self, key: str, sub: str) -> None:
         self._security_protocol(key)
         alias = key[: len(key) - len(sub) - 1]
-        if sub in CONNECTION_KEYS or sub.startswith(CLIENT_PREFIXES) or sub.startswith("replication.policy."):
+        if sub in CONNECTOR_KEYS and sub.startswith(CLIENT_PREFIXES):  # admin.timeout.ms, consumer.poll.timeout.ms
+            role, _, name = sub.partition(".")
+            self.log.error(
+                key,
+                f"{sub} is a connector setting: written per cluster it reaches the {role} clients as {name}, "
+                "which no client has, and they would refuse it",
+                f"write {sub} (all flows) or <source>->{alias}.{sub} instead",
+            )
+            return
+        if sub.startswith(CLIENT_PREFIXES):
+            self._client_key(key, client_key_name(sub))
+            return
+        if sub in CONNECTION_KEYS or sub.startswith("replication.policy."):
+            return
+        if sub.startswith(("ssl.", "sasl.")) and classify_client_key(sub)[0] == "unknown":
+            self._client_key(key, sub)  # a misspelt connection key, meant for every client of the cluster
             return
         if sub in MIRRORFLOW_CLUSTER_KEYS:
             return

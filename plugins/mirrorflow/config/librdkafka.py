@@ -3,14 +3,19 @@
 mm2.properties speaks the Java client's language; confluent-kafka speaks librdkafka's. Most names are shared.
 The rest is renamed (`fetch.max.wait.ms` → `fetch.wait.max.ms`), rewritten (`sasl.jaas.config` →
 `sasl.username`/`sasl.password`, PEM stores → `ssl.ca.location`...), or dropped because only a JVM
-understands it (serializers, `buffer.memory`, JKS stores). Each rewrite or drop yields a note naming the key,
-never the value.
+understands it (serializers, `buffer.memory`, JKS stores, and every other Java client name librdkafka lacks).
+Each rewrite or drop yields a note naming the key, never the value. `classify_client_key` tells validation which
+of these a key is, so that a name neither client knows (a typo) is refused before any client is built.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from typing import Literal
+
+from mirrorflow.config.client_names import JAVA_CLIENT_KEYS, LIBRDKAFKA_KEYS
+from mirrorflow.config.keys import suggest
 
 Note = tuple[str, str]
 """(Java key, what happened to it) — never the value."""
@@ -84,6 +89,36 @@ _KEYSTORE_FIX = (
 )
 
 
+ClientKeyKind = Literal["librdkafka", "translated", "dropped", "unknown"]
+_NO_EQUIVALENT = "a Java client setting librdkafka has no equivalent for"
+_TRANSLATED = {"ssl.key.password", "sasl.jaas.config"} | {
+    k for k in JAVA_CLIENT_KEYS if k.startswith(("ssl.truststore.", "ssl.keystore."))
+}
+_CANDIDATES = sorted(LIBRDKAFKA_KEYS | JAVA_CLIENT_KEYS)
+
+
+def classify_client_key(key: str) -> tuple[ClientKeyKind, str]:
+    """What `to_librdkafka` does with a client key, for `mirrorflow validate`: (kind, detail).
+
+    `librdkafka`: passed as is. `translated`: renamed or rewritten (detail: how). `dropped`: a Java client key
+    with no meaning for librdkafka (detail: why; a warning, since the same file must still run under MM2).
+    `unknown`: neither a Java nor a librdkafka name, so a typo (detail: the closest name, or "").
+    """
+    if key in _RENAMED:
+        return "translated", f"used as librdkafka's {_RENAMED[key]}"
+    if key in _TRANSLATED:
+        return "translated", "rewritten into librdkafka's ssl.* / sasl.* settings"
+    if key in _JAVA_ONLY:
+        return "dropped", _JAVA_ONLY[key]
+    if key not in LIBRDKAFKA_KEYS and key not in JAVA_CLIENT_KEYS:
+        return "unknown", suggest(key, _CANDIDATES) or ""
+    if key.startswith(_JAVA_ONLY_OAUTH[0]) and key not in _RDKAFKA_OAUTH:
+        return "dropped", _JAVA_ONLY_OAUTH[1]
+    if key.startswith(_JAVA_ONLY_PREFIXES):
+        return "dropped", "a Java client setting"
+    return ("librdkafka", "") if key in LIBRDKAFKA_KEYS else ("dropped", _NO_EQUIVALENT)
+
+
 def unreadable_stores(props: Mapping[str, str]) -> list[tuple[str, str, str]]:
     """(key, problem, fix) for TLS stores librdkafka cannot read: without them the TLS handshake would fail
     later with an opaque certificate error, so validation refuses the file instead (no value is named)."""
@@ -153,8 +188,10 @@ def to_librdkafka(props: Mapping[str, str]) -> tuple[dict[str, str], list[Note]]
             _assignors(value, conf, notes)
         elif key == "auto.offset.reset":
             _offset_reset(value, conf, notes)
+        elif key in JAVA_CLIENT_KEYS and key not in LIBRDKAFKA_KEYS:
+            notes.append((key, f"dropped: {_NO_EQUIVALENT}"))
         else:
-            conf[key] = value
+            conf[key] = value  # librdkafka's own name; an unknown one is refused by `mirrorflow validate`
     _truststore(props, conf, notes)
     _keystore(props, conf, notes)
     if "sasl.jaas.config" in props:
