@@ -126,6 +126,17 @@ def run_transforms_bench(directory: Path, quick: bool) -> str | None:
     return out if done.returncode == 0 else f"(exit {done.returncode})\n{out}"
 
 
+def run_schema_ids_bench(quick: bool) -> str | None:
+    """benchmarks/bench_schema_ids.py: the per-record cost of schema-ID translation (no broker, no registry)."""
+    script = Path(__file__).with_name("bench_schema_ids.py")
+    print(f"- {script.name} ...", flush=True)
+    command = [sys.executable, str(script), *(["--records", "50000", "--rounds", "3"] if quick else [])]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+    out = done.stdout.strip() or done.stderr.strip()[-2000:]
+    print(out, flush=True)
+    return out if done.returncode == 0 else f"(exit {done.returncode})\n{out}"
+
+
 def render(
     command: str,
     about: str,
@@ -133,6 +144,7 @@ def render(
     latencies: list[report.Latency],
     overheads: list[report.Overhead],
     transforms: str | None,
+    schema_ids: str | None = None,
 ) -> str:
     parts = [
         f"Command: `{command}`; {about}.",
@@ -163,6 +175,8 @@ def render(
     ]
     if transforms:
         parts += ["`benchmarks/bench_transforms.py`:", "", "```", transforms, "```", ""]
+    if schema_ids:
+        parts += ["`benchmarks/bench_schema_ids.py` (schema-ID translation, per record):", "", schema_ids, ""]
     parts += ["![records/s per variant](benchmarks.png)"]
     return "\n".join(parts)
 
@@ -286,6 +300,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_latency:
             latencies = measure_latencies(plan, cases, runs, runtime, config, source, target, directory)
         transforms = run_transforms_bench(directory, args.quick)
+        schema_ids = run_schema_ids_bench(args.quick)
         about = versions(runtime.version) + f"; whole run {time.perf_counter() - t0:.0f}s"
         print()
         print(report.text_table(report.HEADER, report.rows(runs)))
@@ -297,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
         print()
         print(report.text_table(("goal", "measured", "verdict"), report.goal_rows(report.goals(runs, latencies))))
         print(f"\n{about}")
-        section = render(command, about, runs, latencies, overheads, transforms)
+        section = render(command, about, runs, latencies, overheads, transforms, schema_ids)
         title = f"{command}: records/s ({os.cpu_count()} cores, {dt.date.today()})"
         if args.write_docs:
             write_docs(DOCS / "benchmarks.md", section)

@@ -41,6 +41,7 @@ from tests.kafka_helpers import KafkaKit  # noqa: E402
 
 from mirrorflow.kafka.groups import remember_settings  # noqa: E402
 from mirrorflow.local.cluster import LocalClusters  # noqa: E402
+from mirrorflow.local.registry import RegistryServer  # noqa: E402
 
 SESSION_ALIASES = ("A", "B")
 LAZY_ALIAS = "C"
@@ -157,3 +158,21 @@ def kafka(
 ) -> KafkaKit:
     """The five fixtures above in one argument: `kafka.admin("A")`, `kafka.topic("t")`, `kafka.bootstrap("B")`."""
     return KafkaKit(kafka_clusters, kafka_admin, kafka_producer, kafka_consumer, unique_topic)
+
+
+@pytest.fixture(scope="session")
+def schema_registries(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RegistryServer, RegistryServer]]:
+    """Two real Apicurio Registry servers (the source's and the target's), each with its own in-memory store;
+    fetched from Maven Central into the cache on first use (mirrorflow/local/registry.py). Started together
+    once per session, only by the tests that ask for them."""
+    directory = tmp_path_factory.mktemp("registries")
+    servers = (RegistryServer(directory / "source"), RegistryServer(directory / "target"))
+    try:
+        for server in servers:
+            server.launch()
+        for server in servers:
+            server.wait_ready()
+        yield servers
+    finally:
+        for server in servers:
+            server.stop()

@@ -1,4 +1,5 @@
-"""`mirrorflow local up|down|status|jars`: real Kafka clusters on loopback for the demo, tests, benchmarks."""
+"""`mirrorflow local up|down|status|jars|registry`: real Kafka clusters (and a schema registry) on loopback for the
+demo, tests, benchmarks."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import typer
 from mirrorflow.core.errors import MirrorflowError, UsageError
 from mirrorflow.local.cluster import STATE_FILE, LocalClusters
 from mirrorflow.local.maven import KAFKA_VERSION
+from mirrorflow.local.registry import APICURIO_VERSION, RegistryServer, ensure_registry
 from mirrorflow.local.runtime import kafka_runtime
 
 DEFAULT_DIR = Path("var/local")
@@ -108,6 +110,30 @@ def status(
 def jars() -> None:
     """Resolve Kafka's jars from Maven Central (cached) and print their directory."""
     typer.echo(str(kafka_runtime().lib_dir))
+
+
+@local_app.command("registry")
+def registry(
+    port: Annotated[int, typer.Option("--port", help="Loopback port of its HTTP API (0: a free one).")] = 0,
+    directory: Annotated[Path, typer.Option("--dir", help="Where its log goes.")] = DEFAULT_DIR / "registry",
+    fetch_only: Annotated[
+        bool, typer.Option("--fetch-only", help="Only fetch it into the cache (Maven Central) and print its jar.")
+    ] = False,
+) -> None:
+    """Run Apicurio Registry (in memory) until Ctrl-C and print its Confluent-compatible URL, for
+    `A->B.schema.registry.source.url`/`.target.url` (docs/schema-registry.md)."""
+    if fetch_only:
+        typer.echo(str(ensure_registry()))
+        return
+    server = RegistryServer(directory, port=port).start(tie_to_parent=True)
+    typer.echo(f"Apicurio Registry {APICURIO_VERSION}: {server.url} (log: {server.log}); Ctrl-C stops it")
+    try:
+        while True:
+            time.sleep(1)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
 
 
 def _print_status(local: LocalClusters) -> None:

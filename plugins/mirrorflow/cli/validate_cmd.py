@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from mirrorflow.config.issues import ConfigError
+from mirrorflow.config.keys import is_secret_key
 from mirrorflow.config.loader import load_config, split_cluster_args
 from mirrorflow.config.model import MirrorConfig
 
@@ -64,7 +65,7 @@ def as_document(loaded: MirrorConfig) -> dict[str, Any]:
     for f in loaded.flows:
         flows.append({"source": f.source, "target": f.target, "settings": f.effective_settings()})
         if not f.transforms.empty:
-            flows[-1]["transforms"] = f.transforms.describe()
+            flows[-1]["transforms"] = f.transforms.describe(is_secret_key)
     return {
         "flows": flows,
         "ignored_keys": list(loaded.ignored_keys),
@@ -109,7 +110,7 @@ def _print_human(loaded: MirrorConfig, subset: list[str]) -> None:
         console.print(table)
         if not flow.transforms.empty:
             console.print(f"{flow.name}: transforms, in order:")
-            for number, line in enumerate(flow.transforms.describe(), start=1):
+            for number, line in enumerate(flow.transforms.describe(is_secret_key), start=1):
                 console.print(f"  {number}. {line}", soft_wrap=True)
     pairs = ", ".join(f"{s}->{t}" for s, t in loaded.heartbeat_pairs) or "none"
     console.print(f"Heartbeat pairs: {pairs}", soft_wrap=True)

@@ -188,6 +188,12 @@ _SECURITY = [
 CONNECTOR_KEYS: dict[str, KeySpec] = {s.name: s for s in [*_CONNECTOR_FRAMEWORK, *_MIRROR, *_SECURITY]}
 """MM2's `allConfigNames()`: the only top-level keys that reach a flow's connector config."""
 
+SCHEMA_REGISTRY_PREFIX = "schema.registry."
+_REGISTRY_SIDE_KEYS: tuple[tuple[str, KeyType], ...] = (
+    ("url", "string"),
+    ("basic.auth.user.info", "password"),
+    ("bearer.auth.token", "password"),
+)
 # Keys a flow (`A->B.<key>`) may set although they are not in the union above.
 FLOW_ONLY_KEYS: dict[str, KeySpec] = {
     s.name: s
@@ -203,6 +209,14 @@ FLOW_ONLY_KEYS: dict[str, KeySpec] = {
         KeySpec("transaction.boundary", "string", "poll", status="ignored", why=_CONNECT),
         KeySpec("offsets.storage.topic", "string", None, status="ignored", why=_CONNECT),
         KeySpec("topic.creation.groups", "list", "", status="ignored", why=_CONNECT),
+        # Schema-ID translation (config/schema_registry.py): a flow's two registries.
+        *(
+            KeySpec(f"{SCHEMA_REGISTRY_PREFIX}{side}.{key}", kind, None)
+            for side in ("source", "target")
+            for key, kind in _REGISTRY_SIDE_KEYS
+        ),
+        KeySpec(f"{SCHEMA_REGISTRY_PREFIX}translate", "list", "key,value"),
+        KeySpec(f"{SCHEMA_REGISTRY_PREFIX}request.timeout.ms", "long", "30000"),
     ]
 }
 TRANSFORM_PREFIXES = ("transforms.", "predicates.")
@@ -296,7 +310,7 @@ def is_secret_key(key: str) -> bool:
         or "secret" in lowered
         or "jaas.config" in lowered
         or "oauthbearer.config" in lowered
-        or lowered.endswith((".pem", ".key", "keystore.key", "user.info"))
+        or lowered.endswith((".pem", ".key", "keystore.key", "user.info", "auth.token"))
     )
 
 

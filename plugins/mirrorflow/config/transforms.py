@@ -15,6 +15,7 @@ from typing import Protocol
 from mirrorflow.config.issues import IssueLog
 from mirrorflow.config.keys import TRANSFORM_PREFIXES
 from mirrorflow.config.precedence import Entries
+from mirrorflow.config.schema_registry import schema_registry_step
 from mirrorflow.config.values import ValueProblem, parse_bool, parse_enum, parse_int
 from mirrorflow.core.patterns import parse_list
 from mirrorflow.core.predicates import ConfigProblem
@@ -57,6 +58,9 @@ def build_chain(reader: Reader, source: str) -> ChainSpec:
     predicate_specs = tuple(s for p in predicates if (s := _predicate(reader, p)) is not None)
     defined = {p.name for p in predicate_specs}
     steps = tuple(x for t in transforms if (x := _transform(reader, t, predicates, defined)) is not None)
+    translation = schema_registry_step(reader)
+    if translation is not None:  # last: records a transform drops cost no registry lookup
+        steps = (*steps, translation)
     tolerance = _parsed(reader, "errors.tolerance", lambda k, v: parse_enum(k, v, ("none", "all"), True)) or "none"
     factor = _parsed(reader, "errors.deadletterqueue.topic.replication.factor", lambda k, v: parse_int(k, v, "short"))
     topic = (reader.value("errors.deadletterqueue.topic.name") or "").strip() or default_dead_letter_topic(source)

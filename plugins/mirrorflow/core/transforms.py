@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -148,7 +148,9 @@ class TransformSpec:
 
     name: str
     type: str
-    settings: dict[str, str] = field(default_factory=dict)
+    # Hidden from repr: a step's settings may hold credentials (the schema registries' do), and a CopyTask or a
+    # Flow is printed in logs and tracebacks; `ChainSpec.describe` shows them with secrets masked.
+    settings: dict[str, str] = field(default_factory=dict, repr=False)
     predicate: str | None = None
     negate: bool = False
 
@@ -174,14 +176,14 @@ class ChainSpec:
     def empty(self) -> bool:
         return not self.transforms
 
-    def describe(self) -> list[str]:
-        """One line per transform, for `mirrorflow validate`."""
+    def describe(self, secret: Callable[[str], bool] = lambda _key: False) -> list[str]:
+        """One line per transform, for `mirrorflow validate`; settings whose name `secret` flags show as `***`."""
         lines = []
         for t in self.transforms:
             when = ""
             if t.predicate is not None:
                 when = f" unless {t.predicate}" if t.negate else f" if {t.predicate}"
-            settings = ", ".join(f"{k}={v}" for k, v in sorted(t.settings.items()))
+            settings = ", ".join(f"{k}={'***' if secret(k) else v}" for k, v in sorted(t.settings.items()))
             builtin = BUILTIN_TRANSFORMS.get(t.type)
             mapped = f" [built-in {builtin.__name__}]" if builtin is not None and builtin.__name__ != t.type else ""
             lines.append(f"{t.name}: {t.type}{mapped}{' (' + settings + ')' if settings else ''}{when}")
@@ -228,6 +230,11 @@ def make_predicate(spec: PredicateSpec) -> Predicate:
     return instance
 
 
+class FatalTransformError(MirrorflowError):
+    """Raised by a transform for a failure that is not the record's (a service it needs is down or refuses it):
+    the copy stops, even with `errors.tolerance = all`, rather than dead-letter every record of an outage."""
+
+
 class TransformError(MirrorflowError):
     """A transform (or its predicate) raised on a record; says which, and where the record is."""
 
@@ -262,6 +269,8 @@ class TransformChain:
                 if predicate is not None and predicate.test(record) == negate:
                     continue
                 out = transform.apply(record)
+            except FatalTransformError:
+                raise
             except Exception as err:
                 raise TransformError(step, record, err) from err
             if out is None:
