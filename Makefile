@@ -41,6 +41,7 @@ postgres:
 
 kafka-jars: setup
 	$(VENV)/bin/mirrorflow local jars
+	$(VENV)/bin/mirrorflow local registry --fetch-only
 
 lint: setup
 	$(VENV)/bin/ruff check plugins tests dags spark_jobs benchmarks
