@@ -39,6 +39,11 @@ browser:
 postgres:
 	ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || (apt-get update && apt-get install -y postgresql)
 
+# Prometheus' promtool for the alert rules' unit tests (tests/docker/test_alert_rules.py; Debian package; needs root).
+.PHONY: promtool
+promtool:
+	command -v promtool >/dev/null || (apt-get update && apt-get install -y --no-install-recommends prometheus)
+
 kafka-jars: setup
 	$(VENV)/bin/mirrorflow local jars
 
