@@ -58,7 +58,8 @@ function secs(s) {
 function hhmm(ms) { return new Date(ms).toLocaleTimeString([], {hour: "2-digit", minute: "2-digit"}); }
 function sloText(s) {
   const goals = [];
-  if (s.rpo_target_s !== null && (s.rpo_breached || !s.breached)) goals.push(Math.round(s.rpo_target_s * 10) / 10 + " s RPO");
+  if (s.rpo_target_s !== null && (s.rpo_breached || !s.breached))
+    goals.push(Math.round(s.rpo_target_s * 10) / 10 + " s RPO");
   if (s.lag_target_records !== null && (s.lag_breached || !s.breached))
     goals.push(s.lag_target_records + "-record lag target");
   if (!s.breached) return "within its " + goals.join(" and ") + " (RPO now " + secs(s.rpo_s) + ")";
