@@ -39,6 +39,11 @@ browser:
 postgres:
 	ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || (apt-get update && apt-get install -y postgresql)
 
+# Prometheus' promtool for the alert rules' unit tests (tests/docker/test_alert_rules.py; Debian package; needs root).
+.PHONY: promtool
+promtool:
+	command -v promtool >/dev/null || (apt-get update && apt-get install -y --no-install-recommends prometheus)
+
 kafka-jars: setup
 	$(VENV)/bin/mirrorflow local jars
 	$(VENV)/bin/mirrorflow local registry --fetch-only
@@ -56,7 +61,7 @@ test-integration: setup
 	$(PY) -m pytest -m integration $(PYTEST_ARGS)
 
 # --durations prints the slowest tests, so a CI log shows what to move into test-faults when time runs short.
-test: lint browser postgres
+test: lint browser postgres promtool
 	$(PY) -m pytest --durations=30 $(PYTEST_ARGS)
 
 # The fault matrix with the full trials (`make test` runs a CI-sized version of each; docs/reliability.md):

@@ -3,12 +3,15 @@ Airflow's JWT (minted by the auth manager, as the UI's login does), and headless
 
 The copy leaves partition 0 of the topic 30 records behind, the oldest two minutes old; a fresh heartbeat and
 checkpoint are written for the pair; a second flow's source points at a closed port and must read unreachable.
-The screenshot of the page is saved in the test's tmp dir (docs/dashboard.png with MIRRORFLOW_UPDATE_SCREENSHOT=1).
+A->B has a 30 s RPO target, so with its two-minute-old uncopied record it is outside its SLO and drawn in red.
+The screenshot of the page is saved in the test's tmp dir (docs/dashboard.png and the breached card alone as
+docs/dashboard-slo.png with MIRRORFLOW_UPDATE_SCREENSHOT=1).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import socket
 import tempfile
 import threading
@@ -33,6 +36,7 @@ from mirrorflow.replication.copy_range import copy_range
 pytestmark = pytest.mark.integration
 # Written to the test's own directory; MIRRORFLOW_UPDATE_SCREENSHOT=1 refreshes docs/dashboard.png instead.
 DOCS_SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "dashboard.png"
+DOCS_SLO_SCREENSHOT = DOCS_SCREENSHOT.with_name("dashboard-slo.png")
 KEEP = {"retention.ms": "-1"}
 SECRET = "dashboard-s3cret"
 JAAS = f'org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="{SECRET}";'
@@ -73,7 +77,7 @@ def copied(kafka_clusters: LocalClusters, tmp_path_factory: pytest.TempPathFacto
         f"C.bootstrap.servers = 127.0.0.1:{free_port()}\n"
         "C.security.protocol = SASL_PLAINTEXT\nC.sasl.mechanism = PLAIN\n"
         f"C.sasl.jaas.config = {JAAS}\n"
-        f"A->B.enabled = true\nA->B.topics = {topic}\n"
+        f"A->B.enabled = true\nA->B.topics = {topic}\nA->B.mirrorflow.rpo.target.seconds = 30\n"
         "C->B.enabled = true\nC->B.topics = nothing\n"
         "replication.factor = 1\ncheckpoints.topic.replication.factor = 1\n"
         "heartbeats.topic.replication.factor = 1\noffset-syncs.topic.replication.factor = 1\n"
@@ -163,6 +167,11 @@ def test_data_endpoint_needs_an_airflow_token(copied: dict[str, Any], tokens: di
     assert 120 <= rows[0]["lag_seconds"] < 300 and rows[1]["lag_seconds"] == 0
     assert (rows[0]["record_count"], rows[1]["record_count"]) == (150, 40)
     assert ab["state"] == "lagging"
+    # Outside its 30 s RPO since the oldest uncopied record (two minutes old) turned 30 s old.
+    slo = ab["slo"]
+    assert slo["breached"] and slo["rpo_breached"] and slo["rpo_target_s"] == 30 and slo["rpo_s"] >= 120
+    assert 85_000 <= int(time.time() * 1000) - slo["since_ms"] < 270_000
+    assert cb.get("slo") is None
     assert 0 <= ab["heartbeat_age_s"] < 60 and 0 <= ab["checkpoint_age_s"] < 60
     assert SECRET not in ok.text
 
@@ -214,7 +223,9 @@ def server(copied: dict[str, Any], tokens: dict[str, str]) -> Iterator[str]:
 
 
 def test_browser_shows_real_lag(server: str, copied: dict[str, Any], tokens: dict[str, str], tmp_path: Path) -> None:
-    screenshot = DOCS_SCREENSHOT if os.environ.get("MIRRORFLOW_UPDATE_SCREENSHOT") else tmp_path / "dashboard.png"
+    update = bool(os.environ.get("MIRRORFLOW_UPDATE_SCREENSHOT"))
+    screenshot = DOCS_SCREENSHOT if update else tmp_path / "dashboard.png"
+    slo_screenshot = DOCS_SLO_SCREENSHOT if update else tmp_path / "dashboard-slo.png"
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
@@ -240,10 +251,19 @@ def test_browser_shows_real_lag(server: str, copied: dict[str, Any], tokens: dic
             assert any(r.startswith(f"{copied['topic']} 0 30 ") for r in rows), rows
             assert any(r.startswith(f"{copied['topic']} 1 0 ") for r in rows), rows
             assert "heartbeat age" in card.text and "checkpoint age" in card.text
+            assert card.get_attribute("data-slo") == "breached"
+            assert "breached" in (card.get_attribute("class") or "")
+            slo_text = card.find_element(By.CSS_SELECTOR, ".slo").text
+            assert re.fullmatch(r"outside its 30 s RPO since \d\d:\d\d( [AP]M)? \(RPO now \d+\.\d min\)", slo_text)
+            red = driver.execute_script(
+                "return getComputedStyle(arguments[0]).color", card.find_element(By.CSS_SELECTOR, ".slo")
+            )
+            assert red == "rgb(180, 35, 24)", red
             unreachable = driver.find_element(By.CSS_SELECTOR, "[data-flow='C->B']")
             assert unreachable.get_attribute("data-state") == "unreachable"
             assert driver.find_elements(By.CSS_SELECTOR, "[data-flow='A->B'] svg rect")
             driver.save_screenshot(str(screenshot))
+            card.screenshot(str(slo_screenshot))
         finally:
             driver.quit()
-    assert screenshot.stat().st_size > 10_000
+    assert screenshot.stat().st_size > 10_000 and slo_screenshot.stat().st_size > 5_000

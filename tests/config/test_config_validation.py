@@ -235,3 +235,30 @@ def test_all_errors_are_reported_together_in_line_order(config_errors: Errors) -
         (7, "a->c.enabled"),
         (8, "security.protocol"),
     ]
+
+
+def test_slo_targets_are_read(load: Load) -> None:
+    config = load(BASE + "a->b.mirrorflow.rpo.target.seconds = 30\nmirrorflow.lag.target.records = 1000\n")
+    flow = config.flow("a->b")
+    assert (flow.rpo_target_seconds, flow.lag_target_records) == (30.0, 1000)
+    assert load(BASE + "a->b.mirrorflow.rpo.target.seconds = 0.5\n").flow("a->b").rpo_target_seconds == 0.5
+    unset = load(BASE).flow("a->b")
+    assert (unset.rpo_target_seconds, unset.lag_target_records) == (None, None)
+
+
+@pytest.mark.parametrize(
+    ("line", "fragment"),
+    [
+        ("a->b.mirrorflow.rpo.target.seconds = thirty", "expected a number"),
+        ("a->b.mirrorflow.rpo.target.seconds = 30s", "expected a number"),
+        ("a->b.mirrorflow.rpo.target.seconds = NaN", "expected a number"),
+        ("a->b.mirrorflow.rpo.target.seconds = 0", "greater than 0"),
+        ("a->b.mirrorflow.lag.target.records = 1.5", "whole number"),
+        ("mirrorflow.lag.target.records = many", "whole number"),
+        ("a->b.mirrorflow.lag.target.records = -1", "not a number of records"),
+    ],
+)
+def test_bad_slo_targets(config_errors: Errors, line: str, fragment: str) -> None:
+    issues = config_errors(BASE + line + "\n")
+    assert _where(issues) == [(5, line.split(" = ")[0])]
+    assert fragment in issues[0].problem

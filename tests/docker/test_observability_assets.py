@@ -35,12 +35,16 @@ def exported() -> dict[str, set[str]]:
     from mirrorflow.cli import metrics_cmd
     from mirrorflow.replication.flow_health import FlowHealth
     from mirrorflow.replication.metrics import SOURCE_METRICS, PartitionView
+    from mirrorflow.replication.slo import FlowSlo
 
     view = PartitionView("A", "B", "A.t", 0, "t", 5, 9, 4, 1.5, 1, dict.fromkeys(SOURCE_METRICS, 1.0))
     health = FlowHealth("A", "B", heartbeat_ms=1, checkpoint_ms=1, now_ms=2)
+    # Both targets set and breached, so every SLO family has a sample.
+    slo = FlowSlo("A->B", "A", "B", 30.0, 100, 45.0, 120, True, True, 1_700_000_000_000)
     mp = pytest.MonkeyPatch()
     mp.setattr(metrics_cmd, "flow_views", lambda flow, **_wait: [view])
     mp.setattr(metrics_cmd, "flow_health", lambda flow, **_wait: health)
+    mp.setattr(metrics_cmd, "flow_slo", lambda flow, views, **_wait: slo)
     try:
         registry = CollectorRegistry()
         registry.register(metrics_cmd.FlowCollector([SimpleNamespace(name="A->B")]))  # type: ignore[list-item]
@@ -111,6 +115,7 @@ def test_alert_rules_cover_the_four_conditions_on_exported_metrics(exported: dic
         "mirrorflow_checkpoint_age_seconds",
         "mirrorflow_metrics_flow_up",
         "kafka_connect_mirror_mirrorsourceconnector_record_rate",
+        "mirrorflow_flow_slo_breached",
     ):
         assert wanted in used, wanted
 
@@ -126,11 +131,16 @@ def test_grafana_dashboard_queries_exported_metrics(exported: dict[str, set[str]
     dashboard = json.loads((DOCKER / "grafana" / "dashboards" / "mirrorflow.json").read_text())
     ids = [panel["id"] for panel in dashboard["panels"]]
     assert len(ids) == len(set(ids)) and dashboard["uid"]
+    used: set[str] = set()
     for panel in dashboard["panels"]:
         assert panel["datasource"]["uid"] == datasource["uid"], panel["title"]
         assert panel["targets"], panel["title"]
         for target in panel["targets"]:
-            check_expr(target["expr"], exported, panel["title"])
+            used |= check_expr(target["expr"], exported, panel["title"])
+    slo_metrics = {name for name in exported if name.startswith("mirrorflow_flow_") and "target" not in name}
+    slo_metrics -= {"mirrorflow_flow_lag_records"}  # the per-partition sum already has a panel
+    assert slo_metrics <= used, sorted(slo_metrics - used)
+    assert "mirrorflow_flow_rpo_target_seconds" in used
     for variable in dashboard["templating"]["list"]:
         metric, label = re.fullmatch(r"label_values\((\w+), (\w+)\)", variable["query"]["query"]).groups()  # type: ignore[union-attr]
         assert label in exported[metric], variable["name"]

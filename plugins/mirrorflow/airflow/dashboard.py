@@ -35,6 +35,7 @@ from mirrorflow.config.model import Flow
 from mirrorflow.core.errors import UsageError
 from mirrorflow.replication.flow_health import UNREACHABLE, flow_health, flow_state
 from mirrorflow.replication.metrics import PartitionView, flow_views
+from mirrorflow.replication.slo import FlowSlo, flow_slo
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +82,22 @@ def partition_row(v: PartitionView) -> dict[str, Any]:
     }
 
 
+def slo_row(slo: FlowSlo) -> dict[str, Any] | None:
+    """The flow's SLO for the page; None when the flow has no target (the page then shows nothing)."""
+    if not slo.has_slo:
+        return None
+    return {
+        "breached": slo.breached,
+        "since_ms": slo.since_ms,
+        "rpo_s": round(slo.rpo_s, 3),
+        "rpo_target_s": slo.rpo_target_s,
+        "rpo_breached": slo.rpo_breached,
+        "lag_records": slo.lag_records,
+        "lag_target_records": slo.lag_target_records,
+        "lag_breached": slo.lag_breached,
+    }
+
+
 def flow_summary(flow: Flow, timeout_s: float) -> dict[str, Any]:
     """One flow's card: state, ages, throughput and partitions; an unreachable flow carries its error only."""
     row: dict[str, Any] = {"flow": flow.name, "source": flow.source, "target": flow.target}
@@ -88,12 +105,14 @@ def flow_summary(flow: Flow, timeout_s: float) -> dict[str, Any]:
         live = with_connections(flow)
         views = flow_views(live, timeout_s=timeout_s)
         health = flow_health(live, timeout_s=timeout_s)
+        slo = flow_slo(live, views, timeout_s=timeout_s)
     except Exception as err:  # one flow's clusters being down must not blank the page
         log.warning("dashboard: flow %s: %s", flow.name, err)
         return row | {"state": UNREACHABLE, "error": str(err)[:ERROR_CHARS], "partitions": []}
     return row | {
         "state": flow_state(live, views, health),
         "error": None,
+        "slo": slo_row(slo),
         "heartbeat_age_s": health.heartbeat_age_s,
         "checkpoint_age_s": health.checkpoint_age_s,
         "lag_records": sum(v.lag_records for v in views),

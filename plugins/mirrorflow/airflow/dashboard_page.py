@@ -25,6 +25,8 @@ h1{font-size:20px;margin:0 0 4px}
 .state{padding:2px 8px;border-radius:10px;font-weight:600;color:#fff}
 .s-ok{background:#2f855a}.s-lagging{background:#c05621}.s-stale-heartbeat{background:#b7791f}
 .s-unreachable{background:#b42318}
+.flow.breached{border:2px solid #b42318;background:#fef3f2}
+.slo{font-weight:600;color:#2f855a}.breached .slo{color:#b42318}
 .facts{display:flex;gap:18px;flex-wrap:wrap;margin:8px 0}
 .facts div b{display:block;font-size:16px}
 table{border-collapse:collapse;margin-top:8px}
@@ -52,6 +54,16 @@ function secs(s) {
   if (s < 120) return s.toFixed(1) + " s";
   if (s < 7200) return (s / 60).toFixed(1) + " min";
   return (s / 3600).toFixed(1) + " h";
+}
+function hhmm(ms) { return new Date(ms).toLocaleTimeString([], {hour: "2-digit", minute: "2-digit"}); }
+function sloText(s) {
+  const goals = [];
+  if (s.rpo_target_s !== null && (s.rpo_breached || !s.breached))
+    goals.push(Math.round(s.rpo_target_s * 10) / 10 + " s RPO");
+  if (s.lag_target_records !== null && (s.lag_breached || !s.breached))
+    goals.push(s.lag_target_records + "-record lag target");
+  if (!s.breached) return "within its " + goals.join(" and ") + " (RPO now " + secs(s.rpo_s) + ")";
+  return "outside its " + goals.join(" and ") + " since " + hhmm(s.since_ms) + " (RPO now " + secs(s.rpo_s) + ")";
 }
 function rate(x, unit) { return (x || 0).toFixed(1) + " " + unit + "/s"; }
 function fact(label, value) { return el("div", {}, el("span", {class: "muted"}, label), el("b", {}, value)); }
@@ -89,6 +101,11 @@ function card(f, now) {
     el("div", {class: "head"}, el("span", {class: "name"}, f.flow),
       el("span", {class: "state s-" + f.state.replace(" ", "-")}, f.state)));
   if (f.error) { box.append(el("div", {class: "err"}, f.error)); return box; }
+  if (f.slo) {
+    box.dataset.slo = f.slo.breached ? "breached" : "ok";
+    if (f.slo.breached) box.classList.add("breached");
+    box.append(el("div", {class: "slo"}, sloText(f.slo)));
+  }
   box.append(el("div", {class: "facts"}, fact("lag", f.lag_records + " records"),
     fact("oldest uncopied", secs(f.lag_seconds)), fact("heartbeat age", secs(f.heartbeat_age_s)),
     fact("checkpoint age", secs(f.checkpoint_age_s)), fact("throughput", rate(f.record_rate, "rec")),

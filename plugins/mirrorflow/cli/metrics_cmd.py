@@ -12,7 +12,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Annotated
 
@@ -20,11 +20,14 @@ import typer
 from prometheus_client import start_http_server
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
+from rich.console import Console
+from rich.text import Text
 
 from mirrorflow.cli.plan_cmd import ClustersOption, FlowOption, select_flows, setup_logging
 from mirrorflow.config.model import Flow
 from mirrorflow.replication.flow_health import FlowHealth, flow_health
 from mirrorflow.replication.metrics import LAG_METRICS, SOURCE_METRICS, PartitionView, flow_views, prometheus_name
+from mirrorflow.replication.slo import FlowSlo, flow_slo, format_since
 
 log = logging.getLogger(__name__)
 metrics_app = typer.Typer(help="Replication metrics with MM2's names: Prometheus endpoint or a table.")
@@ -37,6 +40,25 @@ HEALTH_METRICS = (
     ("mirrorflow_heartbeat_age_seconds", "Age of the pair's newest heartbeat on the target.", "heartbeat_age_s"),
     ("mirrorflow_checkpoint_age_seconds", "Age of the flow's newest checkpoint on the target.", "checkpoint_age_s"),
 )
+
+
+SLO_METRICS: tuple[tuple[str, str, Callable[[FlowSlo], float | None]], ...] = (
+    ("mirrorflow_flow_rpo_seconds", "Age of the flow's oldest record not yet copied (max over partitions).",
+     lambda s: s.rpo_s),
+    ("mirrorflow_flow_lag_records", "Records of the flow not yet copied (sum over partitions).",
+     lambda s: s.lag_records),
+    ("mirrorflow_flow_rpo_target_seconds", "The flow's RPO target (mirrorflow.rpo.target.seconds).",
+     lambda s: s.rpo_target_s),
+    ("mirrorflow_flow_lag_target_records", "The flow's lag target (mirrorflow.lag.target.records).",
+     lambda s: s.lag_target_records),
+    ("mirrorflow_flow_slo_breached", "1 while the flow is outside its RPO or lag target, 0 within them.",
+     lambda s: float(s.breached) if s.has_slo else None),
+    ("mirrorflow_flow_slo_breached_since_timestamp_seconds", "When the flow's current SLO breach began (Unix s).",
+     lambda s: s.since_ms / 1000 if s.since_ms is not None else None),
+)  # fmt: skip
+"""Per-flow SLO gauges (labels flow, source, target); a target or state that does not apply has no sample."""
+EXIT_SLO_BREACHED = 3
+"""`metrics show` exit status when a flow is outside its SLO (1 is an error, 2 a usage error)."""
 
 
 def register(app: typer.Typer) -> None:
@@ -52,11 +74,15 @@ def lag_name(metric: str) -> str:
     return "mirrorflow_" + metric.replace("-", "_")
 
 
-def gather(flows: Sequence[Flow]) -> list[PartitionView]:
+def gather(flows: Sequence[Flow]) -> tuple[list[PartitionView], list[FlowSlo]]:
+    """Every flow's partitions and SLO (which also keeps the SLO's since-when on the target)."""
     views: list[PartitionView] = []
+    slos: list[FlowSlo] = []
     for flow in flows:
-        views.extend(flow_views(flow))
-    return views
+        flow_partitions = flow_views(flow)
+        views.extend(flow_partitions)
+        slos.append(flow_slo(flow, flow_partitions))
+    return views, slos
 
 
 class FlowCollector(Collector):
@@ -73,12 +99,15 @@ class FlowCollector(Collector):
                 "mirrorflow_metrics_flow_up", "1 when the flow's clusters were read.", labels=["flow"]
             )
             healths: list[FlowHealth] = []
+            slos: list[FlowSlo] = []
             for flow in self.flows:
                 try:
                     flow_partitions = flow_views(flow, wait_s=SCRAPE_WAIT_S)
                     health = flow_health(flow, wait_s=SCRAPE_WAIT_S)
+                    slo = flow_slo(flow, flow_partitions, timeout_s=SCRAPE_WAIT_S)
                     views.extend(flow_partitions)
                     healths.append(health)
+                    slos.append(slo)
                     up.add_metric([flow.name], 1)
                 except Exception as err:
                     log.warning("metrics: flow %s: %s", flow.name, err)
@@ -103,7 +132,18 @@ class FlowCollector(Collector):
                 if age is not None:  # never written: no sample rather than a made-up age
                     family.add_metric([h.source, h.target], age)
             yield family
+        yield from slo_families(slos)
         yield up
+
+
+def slo_families(slos: Sequence[FlowSlo]) -> Iterator[GaugeMetricFamily]:
+    for name, help_text, value_of in SLO_METRICS:
+        family = GaugeMetricFamily(name, help_text, labels=["flow", "source", "target"])
+        for slo in slos:
+            value = value_of(slo)
+            if value is not None:
+                family.add_metric([slo.flow, slo.source, slo.target], value)
+        yield family
 
 
 @metrics_app.command("serve", context_settings={"allow_extra_args": True})
@@ -134,10 +174,12 @@ def show(
     flow: FlowOption = None,
     clusters: ClustersOption = None,
 ) -> None:
-    """Print lag and MM2's metrics per remote partition."""
+    """Print lag and MM2's metrics per remote partition, and each flow's SLO; exit 3 when one is breached."""
     setup_logging(False)
     _, flows, _ = select_flows(ctx, config, clusters, flow)
-    views = gather(flows)
+    views, slos = gather(flows)
+    # The JSON on stdout stays a list of partitions; the SLO lines then go to stderr.
+    console = Console(highlight=False, soft_wrap=True, stderr=as_json)
     if as_json:
         rows = [
             {
@@ -154,9 +196,23 @@ def show(
             for v in views
         ]
         typer.echo(json.dumps(rows, indent=2))
-        return
-    for line in table(views):
-        typer.echo(line)
+    else:
+        for line in table(views):
+            typer.echo(line)
+    now_ms = int(time.time() * 1000)
+    for slo in slos:
+        if slo.has_slo:
+            console.print(slo_line(slo, now_ms))
+    if any(slo.breached for slo in slos):
+        raise typer.Exit(EXIT_SLO_BREACHED)
+
+
+def slo_line(slo: FlowSlo, now_ms: int) -> Text:
+    """`A->B is outside its SLO since 12:04:05 UTC (3 min ago): RPO 45.2 s > target 30 s`, in red."""
+    if slo.breached and slo.since_ms is not None:
+        since = format_since(slo.since_ms, now_ms)
+        return Text(f"{slo.flow} is outside its SLO since {since}: {slo.describe()}", style="bold red")
+    return Text(f"{slo.flow} is within its SLO: {slo.describe()}", style="green")
 
 
 def table(views: Sequence[PartitionView]) -> list[str]:

@@ -23,7 +23,7 @@ from mirrorflow.config.model import TYPED_FIELDS, Flow
 from mirrorflow.config.precedence import Entries, Role, Side, connector_settings, flow_client
 from mirrorflow.config.providers import ProviderError, Providers
 from mirrorflow.config.transforms import build_chain, inherit_transform_keys
-from mirrorflow.config.values import ValueProblem, parse_bool, parse_enum, parse_int
+from mirrorflow.config.values import ValueProblem, parse_bool, parse_double, parse_enum, parse_int
 from mirrorflow.core.errors import UsageError
 from mirrorflow.core.patterns import PatternError, compile_patterns, parse_list
 
@@ -125,6 +125,11 @@ def _typed(reader: _Resolver, key: str) -> object | None:
             number = parse_int(key, value, spec.type)
             _check_range(key, number)
             return number
+        if spec.type == "double":
+            target = parse_double(key, value)
+            if target <= 0:
+                raise ValueProblem(f"{target:g} must be greater than 0", "use a positive number of seconds")
+            return target
         if spec.type == "enum":
             return parse_enum(key, value, spec.choices, spec.case_insensitive)
         if spec.type == "list":
@@ -138,6 +143,8 @@ def _typed(reader: _Resolver, key: str) -> object | None:
 
 
 def _check_range(key: str, number: int) -> None:
+    if key == "mirrorflow.lag.target.records" and number < 0:
+        raise ValueProblem(f"{number} is not a number of records", "use 0 (always caught up) or more")
     if key == "mirrorflow.airflow.retries" and number < 0:
         raise ValueProblem(f"{number} is not a number of retries", "use 0 (never retry) or more")
     if key in _REPLICATION_FACTORS and number != -1 and number < 1:

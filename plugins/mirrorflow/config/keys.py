@@ -14,7 +14,7 @@ from typing import Literal
 
 from mirrorflow.core import config_property_filter, group_filter, topic_filter
 
-KeyType = Literal["bool", "int", "long", "short", "list", "string", "class", "enum", "password"]
+KeyType = Literal["bool", "int", "long", "short", "double", "list", "string", "class", "enum", "password"]
 Status = Literal["implemented", "ignored"]
 
 
@@ -263,6 +263,9 @@ MIRRORFLOW_FLOW_KEYS: dict[str, KeySpec] = {
         KeySpec("mirrorflow.airflow.execution.timeout.seconds", "long", "900"),
         KeySpec("mirrorflow.airflow.failure.notifier", "string", None),
         KeySpec("mirrorflow.runbook.step.timeout.seconds", "long", "1800"),
+        # Replication SLOs (replication/slo.py): unset means the flow has no such objective.
+        KeySpec("mirrorflow.rpo.target.seconds", "double", None),
+        KeySpec("mirrorflow.lag.target.records", "long", None),
     ]
 }
 MIRRORFLOW_CLUSTER_KEYS = {"mirrorflow.connection": KeySpec("mirrorflow.connection", "string", None)}

@@ -81,6 +81,8 @@ TYPED_FIELDS: dict[str, str] = {
     "airflow_execution_timeout_seconds": "mirrorflow.airflow.execution.timeout.seconds",
     "runbook_step_timeout_seconds": "mirrorflow.runbook.step.timeout.seconds",
     "airflow_failure_notifier": "mirrorflow.airflow.failure.notifier",
+    "rpo_target_seconds": "mirrorflow.rpo.target.seconds",
+    "lag_target_records": "mirrorflow.lag.target.records",
 }
 
 
@@ -183,6 +185,10 @@ class Flow(BaseModel):
     longest of its flows' values."""
     airflow_failure_notifier: str | None = None
     """Dotted path of the callable Airflow calls when a task failed for good (airflow/alerts.py); None: a log line."""
+    rpo_target_seconds: float | None = None
+    """Replication SLO: the oldest uncopied source record may be at most this old (None: no RPO objective)."""
+    lag_target_records: int | None = None
+    """Replication SLO: at most this many source records may wait to be copied (None: no lag objective)."""
     source_connection: str | None = None
     target_connection: str | None = None
     transforms: ChainSpec = ChainSpec()

@@ -8,6 +8,7 @@ from mirrorflow.config.keys import KeySpec
 
 _INT_RANGES = {"short": (-(2**15), 2**15 - 1), "int": (-(2**31), 2**31 - 1), "long": (-(2**63), 2**63 - 1)}
 _JAVA_INT = re.compile(r"[+-]?[0-9]+")
+_DECIMAL = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
 
 
 class ValueProblem(ValueError):
@@ -50,6 +51,16 @@ def parse_int(key: str, value: str, kind: str = "long") -> int:
     return number
 
 
+def parse_double(key: str, value: str) -> float:
+    """ConfigDef DOUBLE, finite only: `30`, `0.5`, `1e3` (no `NaN`/`Infinity`, which no target can mean)."""
+    trimmed = value.strip()
+    if not _DECIMAL.fullmatch(trimmed):
+        shown = "an empty value" if not trimmed else f"{trimmed!r}"
+        raise ValueProblem(f"expected a number, found {shown}", f"write a number, e.g. {key} = 30" +
+                           _comment_hint(value))  # fmt: skip
+    return float(trimmed)
+
+
 def parse_enum(key: str, value: str, choices: tuple[str, ...], case_insensitive: bool) -> str:
     trimmed = value.strip()
     for choice in choices:
@@ -66,5 +77,7 @@ def check(spec: KeySpec, key: str, value: str) -> None:
         parse_bool(key, value)
     elif spec.type in ("int", "long", "short"):
         parse_int(key, value, spec.type)
+    elif spec.type == "double":
+        parse_double(key, value)
     elif spec.type == "enum":
         parse_enum(key, value, spec.choices, spec.case_insensitive)

@@ -68,7 +68,8 @@ class MetricsPublisher:
                     err,
                 )
 
-    def publish(self, key: bytes, value: bytes) -> None:
+    def publish(self, key: bytes, value: bytes | None) -> None:
+        """Queue one record (None: a tombstone, which removes the key once compacted)."""
         try:
             self._producer.produce(self.topic, key=key, value=value, partition=0, on_delivery=self._report)
             self._producer.poll(0)

@@ -221,6 +221,8 @@ class PartitionView:
     lag_seconds: float
     updated_ms: int | None
     values: dict[str, float]
+    oldest_uncopied_ms: int | None = None
+    """Timestamp of the first record not yet copied; None when caught up (replication/slo.py dates breaches)."""
 
     def tags(self) -> dict[str, str]:
         return {"source": self.source, "target": self.target, "topic": self.topic, "partition": str(self.partition)}
@@ -242,7 +244,9 @@ def flow_views(
     stored = read_progress(flow.target, target_conf, progress_topic(flow.source, sep), timeout_s=timeout, wait_s=wait)
     progress = {tp: p.next_upstream for tp, p in stored.items()}
     snapshots: dict[tuple[str, int], Snapshot] = {}
-    for raw in read_snapshots(flow.target, target_conf, metrics_topic(flow.source, sep), timeout).values():
+    for key, raw in read_snapshots(flow.target, target_conf, metrics_topic(flow.source, sep), timeout).items():
+        if not key.startswith(b"["):
+            continue  # not a partition's snapshot (a flow's SLO state, replication/slo.py)
         try:
             snap = Snapshot.decode(raw)
         except (ValueError, TypeError) as err:
@@ -287,6 +291,7 @@ def flow_views(
                 max(0.0, (now - lag_ts) / 1000) if lag_ts is not None and tp in lagging else 0.0,
                 found.updated_ms if found else None,
                 values,
+                lag_ts if tp in lagging else None,
             )
         )
     return views
