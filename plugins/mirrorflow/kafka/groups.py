@@ -58,19 +58,6 @@ def list_group_ids(admin: AdminClient, cluster: str, timeout_s: float) -> list[s
     return sorted(g.group_id for g in result.valid)
 
 
-def group_states(admin: AdminClient, cluster: str, groups: Sequence[str], timeout_s: float) -> dict[str, str]:
-    """Kafka's group state name per group (EMPTY, STABLE, DEAD, ...); DEAD also means "does not exist"."""
-    if not groups:
-        return {}
-    states: dict[str, str] = {}
-    for group, future in admin.describe_consumer_groups(list(groups), request_timeout=timeout_s).items():
-        try:
-            states[group] = future.result().state.name
-        except KafkaException as err:
-            raise KafkaOperationError(cluster, f"describing consumer group '{group}'", err) from err
-    return states
-
-
 def remember_settings(admin: AdminClient, settings: Mapping[str, Any]) -> AdminClient:
     """Keep the settings `admin` was made with (by `mirrorflow.kafka.clients.admin_client`), so the group
     offset reader can open consumers to the same cluster with the same security."""

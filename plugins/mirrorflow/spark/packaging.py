@@ -28,7 +28,10 @@ from mirrorflow.core.errors import MirrorflowError
 EXECUTOR_DISTRIBUTIONS = ("confluent-kafka", "pydantic", "jproperties")
 ARCHIVE_ALIAS = "env"
 EXECUTOR_PYTHON = f"./{ARCHIVE_ALIAS}/bin/python"
-CACHE_ENV = "MIRRORFLOW_CACHE_DIR"
+CACHE_ENV = "MIRRORFLOW_CACHE"
+"""The one cache root of Mirrorflow (Kafka jars, the registry, packed envs); `MIRRORFLOW_CACHE_DIR`, this
+module's older name for it, is still read."""
+LEGACY_CACHE_ENV = "MIRRORFLOW_CACHE_DIR"
 ARCHIVE_ENV = "MIRRORFLOW_SPARK_ENV_ARCHIVE"
 """A prebuilt archive (`mirrorflow spark pack`) to ship instead of building one on this machine."""
 
@@ -38,7 +41,7 @@ def is_standalone(master: str) -> bool:
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "mirrorflow")
+    return Path(os.environ.get(CACHE_ENV) or os.environ.get(LEGACY_CACHE_ENV) or Path.home() / ".cache" / "mirrorflow")
 
 
 def executor_pins() -> list[str]:
