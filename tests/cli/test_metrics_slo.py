@@ -22,7 +22,7 @@ from tests.cli.cli_helpers import cli
 from mirrorflow.cli.metrics_cmd import EXIT_SLO_BREACHED, FlowCollector
 from mirrorflow.config.loader import load_config
 from mirrorflow.config.model import Flow
-from mirrorflow.kafka.metrics_store import read_snapshots
+from mirrorflow.kafka.metrics_store import MetricsPublisher, read_snapshots
 from mirrorflow.kafka.topics import create_compacted_topic
 from mirrorflow.local.cluster import LocalClusters
 from mirrorflow.replication.copy_plan import SourcePartitions, plan_copy
@@ -51,6 +51,13 @@ def create_topics(kafka_admin: Callable[..., AdminClient], topic: str) -> None:
     for name in ("mirrorflow-progress.A.internal", "mirrorflow-offset-map.A.internal"):
         create_compacted_topic(kafka_admin("B"), "B", name, 1, 30)
     create_compacted_topic(kafka_admin("A"), "A", "mm2-offset-syncs.B.internal", 1, 30)
+
+
+def forget_stored_breach(flow: Flow) -> None:
+    publisher = MetricsPublisher("B", flow.target_producer.librdkafka(), "mirrorflow-metrics.A.internal")
+    publisher.publish(slo_key(flow.name), None)
+    publisher.close(30)
+    assert publisher.failures == 0
 
 
 def copy_all(flow: Flow, topic: str) -> int:
@@ -190,3 +197,65 @@ def test_a_fresh_process_knows_since_when(
     shown = time.strftime("%H:%M:%S UTC", time.gmtime(since_ms / 1000))
     assert f"A->B is outside its SLO since {shown}" in done.stdout, done.stdout
     assert "lag 10 records > target 5" in done.stdout
+
+
+def test_a_flow_that_never_copied_is_outside_its_rpo(
+    tmp_path: Path,
+    kafka_clusters: LocalClusters,
+    kafka_admin: Callable[..., AdminClient],
+    kafka_producer: Callable[..., Producer],
+    unique_topic: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A flow whose copy never ran (or fails from its first run) has no progress record: its selected source
+    partitions with records waiting count from their log start, so its RPO grows and `metrics show` exits 3
+    instead of reporting a flow that has copied nothing as within its SLO. An empty partition is not shown."""
+    topic = unique_topic("slonever")
+    config = tmp_path / "mm2.properties"
+    config.write_text(config_text(kafka_clusters, topic, "A->B.mirrorflow.rpo.target.seconds = 1\n"))
+    create_topics(kafka_admin, topic)
+    forget_stored_breach(load_config(config).flow("A->B"))  # an earlier test's flow A->B may have left one
+    producer = kafka_producer("A")
+    written_ms = int(time.time() * 1000)
+    for _ in range(3):
+        producer.produce(topic, value=b"never copied", partition=0, timestamp=written_ms)
+    assert producer.flush(30) == 0
+    time.sleep(max(0.0, written_ms / 1000 + 1.5 - time.time()))
+
+    code, out, err = cli(capsys, "metrics", "show", str(config), "--json")
+    assert code == EXIT_SLO_BREACHED, out + err
+    rows = [r for r in json.loads(out) if r["source_topic"] == topic]
+    assert [(r["partition"], r["lag_records"]) for r in rows] == [(0, 3)], rows
+    shown = time.strftime("%H:%M:%S UTC", time.gmtime(written_ms / 1000 + 1))
+    assert f"A->B is outside its SLO since {shown}" in err, err
+
+
+def test_a_topic_the_flow_no_longer_copies_is_not_its_lag(
+    tmp_path: Path,
+    kafka_clusters: LocalClusters,
+    kafka_admin: Callable[..., AdminClient],
+    kafka_producer: Callable[..., Producer],
+    unique_topic: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The progress of a topic dropped from `A->B.topics` stays on the target; the records written to it since
+    are not the flow's lag, so they never put the flow outside its SLO."""
+    dropped, kept = unique_topic("slodropped"), unique_topic("slokept")
+    config = tmp_path / "mm2.properties"
+    config.write_text(config_text(kafka_clusters, dropped, ""))
+    create_topics(kafka_admin, dropped)
+    create_topics(kafka_admin, kept)
+    producer = kafka_producer("A")
+    producer.produce(dropped, value=b"copied", partition=0)
+    assert producer.flush(30) == 0
+    assert copy_all(load_config(config).flow("A->B"), dropped) == 1
+    for _ in range(10):
+        producer.produce(dropped, value=b"no longer this flow's", partition=0)
+    assert producer.flush(30) == 0
+
+    config.write_text(config_text(kafka_clusters, kept, "A->B.mirrorflow.lag.target.records = 5\n"))
+    forget_stored_breach(load_config(config).flow("A->B"))  # an earlier test's flow A->B may have left one
+    code, out, err = cli(capsys, "metrics", "show", str(config), "--json")
+    assert code == 0, out + err
+    assert [r for r in json.loads(out) if r["source_topic"] == dropped] == []
+    assert "A->B is within its SLO: lag 0 records <= target 5" in err, err

@@ -256,16 +256,23 @@ def flow_views(
             snapshots[(snap.source_topic, snap.partition)] = snap
     admin = admin_client(flow.source_admin.librdkafka())
     existing = list_topic_partitions(admin, flow.source, timeout)  # a deleted source topic has no lag to show
-    wanted = sorted(tp for tp in set(progress) | set(snapshots) if tp[1] < existing.get(tp[0], 0))
+    known = set(progress) | set(snapshots)
+    selected = _selected(flow, existing)  # a topic the flow no longer copies is not its lag (nor its SLO)
+    copied = [tp for tp in known if tp[0] in selected and tp[1] < existing[tp[0]]]
+    unstarted = _never_copied(flow, selected, known)
+    starts = list_offsets(admin, flow.source, unstarted, latest=False, timeout_s=timeout)
     ends = list_offsets(
         admin,
         flow.source,
-        wanted,
+        copied + unstarted,
         latest=True,
         read_committed=committed,
         timeout_s=timeout,
     )
-    positions = {tp: progress.get(tp, snapshots[tp].next_upstream if tp in snapshots else 0) for tp in wanted}
+    positions = {tp: progress.get(tp, snapshots[tp].next_upstream if tp in snapshots else 0) for tp in copied}
+    # A never-copied partition is shown once records wait in it: the copy will start at its log start.
+    positions |= {tp: starts[tp] for tp in unstarted if ends.get(tp, 0) > starts.get(tp, 0)}
+    wanted = sorted(positions)
     lagging = {tp: pos for tp, pos in positions.items() if ends.get(tp, 0) > pos}
     oldest = record_timestamps(flow.source, source_conf, lagging, read_committed=committed, timeout_s=timeout)
     now = int(time.time() * 1000) if now_ms is None else now_ms
@@ -295,6 +302,23 @@ def flow_views(
             )
         )
     return views
+
+
+def _selected(flow: Flow, existing: Mapping[str, int]) -> dict[str, int]:
+    """The source topics (with their partition counts) the flow replicates now."""
+    from mirrorflow.replication.flow_rules import FlowRules  # pydantic-free import of this module on executors
+
+    rules = FlowRules.of(flow)
+    return {t: n for t, n in existing.items() if rules.should_replicate_topic(t)}
+
+
+def _never_copied(flow: Flow, selected: Mapping[str, int], known: set[tuple[str, int]]) -> list[tuple[str, int]]:
+    """The selected source partitions with neither progress nor a snapshot: a flow whose copy never ran (or
+    fails from its first run) lags by all of their records, and must not look caught up. None with
+    `auto.offset.reset = latest`: that copy starts at the end, so nothing written before it waits."""
+    if flow.source_consumer.librdkafka().get("auto.offset.reset", "earliest") == "latest":
+        return []
+    return [(t, p) for t, count in sorted(selected.items()) for p in range(count) if (t, p) not in known]
 
 
 def stale_rates_zeroed(values: Mapping[str, float], age_ms: int) -> dict[str, float]:
