@@ -21,6 +21,7 @@ def _register() -> None:
     # Imported here so that `mirrorflow --help` stays fast and each command owns its module.
     from mirrorflow.cli import (
         audit_cmd,
+        convert_cmd,
         failover_cmd,
         local_cmd,
         metrics_cmd,
@@ -33,6 +34,7 @@ def _register() -> None:
     )
 
     validate_cmd.register(app)
+    convert_cmd.register(app)
     local_cmd.register(app)
     plan_cmd.register(app)
     run_cmd.register(app)
