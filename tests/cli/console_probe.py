@@ -5,6 +5,8 @@ the child's file descriptors 1 and 2 captured by the test (librdkafka and the JV
 data) and on a dead address (admin, producer, consumer; the last two left open at exit, as a crashed command
 would leave them). Every librdkafka line that reaches Python logging is printed as `ROUTED <level> <message>`.
 `python console_probe.py session`: the Spark session of `mirrorflow run` (local[1]).
+`python console_probe.py dag CONFIG HOME`: one `dag.test()` run of flow A->B's DAG on the demo's console set-up,
+its copy on spark-submit.
 """
 
 from __future__ import annotations
@@ -64,8 +66,26 @@ def session() -> None:
     print("PROBE session done", flush=True)
 
 
+def dag(config: str, home: str) -> None:
+    from pathlib import Path
+
+    from mirrorflow.cli.console_logs import filter_library_deprecations, quiet_console
+
+    quiet_console(Path(home))
+    from mirrorflow.airflow.embedded import prepare_home, run_flow_dags
+
+    prepare_home(Path(home) / "airflow", Path(config))
+    filter_library_deprecations()
+    runs = run_flow_dags(only={"mirrorflow__A__B": ""})
+    assert [(r.dag_id, r.state) for r in runs] == [("mirrorflow__A__B", "success")], runs
+    assert (runs[0].results.get("copy") or {}).get("records") == 5, runs[0].results
+    print("PROBE dag done", flush=True)
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "clients":
         clients(sys.argv[2], sys.argv[3])
+    elif sys.argv[1] == "dag":
+        dag(sys.argv[2], sys.argv[3])
     else:
         session()

@@ -11,12 +11,15 @@ import os
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from mirrorflow.core.console_noise import noise_kind, noise_lines
 from mirrorflow.local.cluster import LocalClusters
+from mirrorflow.local.properties import mm2_config_text
 from mirrorflow.spark.quiet import quiet_driver_conf
 
 pytestmark = pytest.mark.integration
@@ -92,3 +95,27 @@ def test_spark_submit_with_the_copy_tasks_options_is_quiet() -> None:
     quiet = run_probe("session", submit=submit_options(quiet_driver_conf()))
     assert "PROBE session done" in quiet
     assert noise_lines(quiet) == []
+
+
+def test_a_flow_dag_run_with_its_spark_submit_copy_is_quiet(
+    kafka_clusters: LocalClusters, kafka_producer: Callable[..., Any], unique_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    """What `make demo` does per flow, on the demo's console set-up: Airflow's own warnings included."""
+    topic = unique_topic()
+    producer = kafka_producer("A")
+    for i in range(5):
+        producer.produce(topic, key=b"k", value=str(i).encode())
+    assert producer.flush(30) == 0
+    config = tmp_path / "mm2.properties"
+    config.write_text(
+        mm2_config_text({a: kafka_clusters.bootstrap(a) for a in ("A", "B")}) + "A->B.enabled = true\n"
+        f"A->B.topics = {topic}\n"
+        "A->B.heartbeats.replication.enabled = false\n"
+        "A->B.emit.checkpoints.enabled = false\n"
+        "A->B.mirrorflow.copy.mode = interval\n"
+        "A->B.mirrorflow.spark.master = local[1]\n"
+        "mirrorflow.schedule = 10m\n"
+    )
+    lines = run_probe("dag", str(config), str(tmp_path / "home"))
+    assert "PROBE dag done" in lines
+    assert noise_lines(lines) == []
