@@ -32,6 +32,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from mirrorflow.config.loader import load_config
 from mirrorflow.config.model import Flow
+from mirrorflow.kafka.client_logs import with_logger
+from mirrorflow.kafka.clients import admin_client
 from mirrorflow.local.cluster import LocalClusters
 from mirrorflow.replication.copy_plan import SourcePartitions, plan_copy
 from mirrorflow.replication.copy_range import copy_range
@@ -48,7 +50,7 @@ VARIANTS = {
 
 
 def produce_source(bootstrap: str, topic: str, records: int, size: int, partitions: int) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000})
+    producer = Producer(with_logger({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000}))
     payload = os.urandom(size)
     now = int(time.time() * 1000)
     for i in range(records):
@@ -63,8 +65,10 @@ def produce_source(bootstrap: str, topic: str, records: int, size: int, partitio
 
 def bare_copy(source: str, target: str, topic: str, records: int, partitions: int) -> float:
     """The floor: one consumer, one idempotent producer, nothing else."""
-    consumer = Consumer({"bootstrap.servers": source, "group.id": "bench-bare", "enable.auto.commit": False})
-    producer = Producer({"bootstrap.servers": target, "enable.idempotence": True, "linger.ms": 5})
+    consumer = Consumer(
+        with_logger({"bootstrap.servers": source, "group.id": "bench-bare", "enable.auto.commit": False})
+    )
+    producer = Producer(with_logger({"bootstrap.servers": target, "enable.idempotence": True, "linger.ms": 5}))
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     started = time.perf_counter()
     copied = 0
@@ -131,15 +135,17 @@ def prepare_topics(source: str, target: str, topic: str, partitions: int) -> Non
             NewTopic(f"mirrorflow-{kind}.{alias}.internal", 1, 1, config=compact)
             for kind in ("progress", "offset-map", "metrics")
         ]
-    create(AdminClient({"bootstrap.servers": target}), names)
+    create(admin_client({"bootstrap.servers": target}), names)
     syncs = NewTopic("mm2-offset-syncs.B.internal", 1, 1, config=compact)
-    create(AdminClient({"bootstrap.servers": source}), [NewTopic(topic, partitions, 1, config=KEEP), syncs])
+    create(admin_client({"bootstrap.servers": source}), [NewTopic(topic, partitions, 1, config=KEEP), syncs])
 
 
 def warm_up(bootstrap: str) -> None:
     """A fresh cluster creates its transaction-state topic on the first transactional producer; a real target
     has it long since, so that is done here, before timing."""
-    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"bench-warm-up-{uuid.uuid4()}"})
+    producer = Producer(
+        with_logger({"bootstrap.servers": bootstrap, "transactional.id": f"bench-warm-up-{uuid.uuid4()}"})
+    )
     producer.init_transactions(60)
     producer.begin_transaction()
     producer.commit_transaction(60)

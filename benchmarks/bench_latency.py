@@ -25,6 +25,7 @@ from confluent_kafka.admin import NewTopic
 from bench_mirrorflow import _copy_child, flow_of, prepare_flow_topics, tasks_of
 from bench_mm2 import start_mm2, stop, variant
 from harness import KEEP, Case, create_topics, delete_topics
+from mirrorflow.kafka.client_logs import with_logger
 from mirrorflow.local.runtime import KafkaRuntime
 from report import Latency
 
@@ -39,7 +40,7 @@ def steady_producer(
     # linger.ms 5: the default of librdkafka and, since Kafka 4.0 (KIP-1030), of the Java producer. A 1 ms linger
     # sends a request per partition per millisecond, which on a 2-core host saturates the source broker before
     # any replicator is measured.
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all"})
+    producer = Producer(with_logger({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all"}))
     payload = os.urandom(size)
     sample_every = max(1, int(rate // 2000))  # ~2,000 samples per second at most
     started = time.monotonic()
@@ -64,8 +65,8 @@ def steady_producer(
 
 def probe_until_live(source: str, target: str, topic: str, remote: str, partitions: int, timeout_s: float) -> None:
     """Probe records every 0.5 s until each remote partition holds one: the replicator is copying."""
-    producer = Producer({"bootstrap.servers": source, "linger.ms": 0})
-    watch = Consumer({"bootstrap.servers": target, "group.id": f"bench-probe-{uuid.uuid4().hex[:8]}"})
+    producer = Producer(with_logger({"bootstrap.servers": source, "linger.ms": 0}))
+    watch = Consumer(with_logger({"bootstrap.servers": target, "group.id": f"bench-probe-{uuid.uuid4().hex[:8]}"}))
     deadline = time.monotonic() + timeout_s
     try:
         while True:
@@ -91,13 +92,15 @@ def latency_consumer(target: str, remote: str, partitions: int, conn: Connection
     """In a child process: reads `remote` live (says "ready" once its first fetch returned) until told to stop
     and nothing new arrived for 3 s; sends (produce time, latency) in ms of every stamped record."""
     consumer = Consumer(
-        {
-            "bootstrap.servers": target,
-            "group.id": f"bench-lat-{uuid.uuid4().hex[:8]}",
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-            "fetch.wait.max.ms": 10,
-        }
+        with_logger(
+            {
+                "bootstrap.servers": target,
+                "group.id": f"bench-lat-{uuid.uuid4().hex[:8]}",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+                "fetch.wait.max.ms": 10,
+            }
+        )
     )
     consumer.assign([TopicPartition(remote, p, 0) for p in range(partitions)])
     consumer.consume(10000, 1.0)  # connected and fetching before the producer starts

@@ -17,10 +17,11 @@ import time
 import uuid
 from pathlib import Path
 
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import NewTopic
 
 from bench_copy import KEEP, create, in_process, produce_source, warm_up
 from mirrorflow.config.loader import load_config
+from mirrorflow.kafka.clients import admin_client
 from mirrorflow.local.cluster import LocalClusters
 
 VARIANTS = {
@@ -59,9 +60,9 @@ def prepare_topics(source: str, target: str, topic: str, partitions: int, aliase
             NewTopic(f"mirrorflow-{kind}.{alias}.internal", 1, 1, config=compact)
             for kind in ("progress", "offset-map", "metrics")
         ]
-    create(AdminClient({"bootstrap.servers": target}), names)
+    create(admin_client({"bootstrap.servers": target}), names)
     syncs = NewTopic("mm2-offset-syncs.B.internal", 1, 1, config=compact)
-    create(AdminClient({"bootstrap.servers": source}), [NewTopic(topic, partitions, 1, config=KEEP), syncs])
+    create(admin_client({"bootstrap.servers": source}), [NewTopic(topic, partitions, 1, config=KEEP), syncs])
 
 
 def main(argv: list[str] | None = None) -> int:

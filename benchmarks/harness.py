@@ -17,7 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import NewTopic
+
+from mirrorflow.kafka.client_logs import with_logger
+from mirrorflow.kafka.clients import admin_client
 
 KEEP = {"retention.ms": "-1"}
 COMPACT = {"cleanup.policy": "compact"}
@@ -61,7 +64,7 @@ def create_topics(bootstrap: str, topics: list[NewTopic]) -> None:
     """Creates `topics`; ones that already exist (internal topics of an earlier variant) are reused."""
     if not topics:
         return
-    admin = AdminClient({"bootstrap.servers": bootstrap})  # held: results fail once the client is collected
+    admin = admin_client({"bootstrap.servers": bootstrap})  # held: results fail once the client is collected
     for f in admin.create_topics(topics).values():
         try:
             f.result(60)
@@ -74,7 +77,9 @@ def create_topics(bootstrap: str, topics: list[NewTopic]) -> None:
 def wait_for_leaders(bootstrap: str, partitions: list[tuple[str, int]], timeout_s: float = 120) -> None:
     """A created topic is not usable at once: its partitions answer NOT_LEADER until the broker has loaded
     them (seconds on a busy host). Waits until each one answers a list-offsets request."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-ready-{uuid.uuid4().hex[:8]}"})
+    consumer = Consumer(
+        with_logger({"bootstrap.servers": bootstrap, "group.id": f"bench-ready-{uuid.uuid4().hex[:8]}"})
+    )
     deadline = time.monotonic() + timeout_s
     try:
         for topic, p in partitions:
@@ -94,14 +99,14 @@ def delete_topics(bootstrap: str, names: list[str]) -> None:
     """Frees the disk of a measured copy (1 M records of 1 KB are 1 GB per copy)."""
     if not names:
         return
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = admin_client({"bootstrap.servers": bootstrap})
     for f in admin.delete_topics(names).values():
         with contextlib.suppress(KafkaException):
             f.result(60)
 
 
 def produce_source(bootstrap: str, case: Case) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000})
+    producer = Producer(with_logger({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000}))
     payload = os.urandom(case.size)
     now = int(time.time() * 1000)
     produce, parts = producer.produce, case.partitions
@@ -119,7 +124,9 @@ def produce_source(bootstrap: str, case: Case) -> None:
 def warm_up(bootstrap: str) -> None:
     """A fresh cluster creates its transaction-state topic on the first transactional producer; a long-running
     target has it already, so that happens before any timing."""
-    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"bench-warm-up-{uuid.uuid4()}"})
+    producer = Producer(
+        with_logger({"bootstrap.servers": bootstrap, "transactional.id": f"bench-warm-up-{uuid.uuid4()}"})
+    )
     producer.init_transactions(60)
     producer.begin_transaction()
     producer.commit_transaction(60)
@@ -131,14 +138,16 @@ class ArrivalWatch:
     def __init__(self, bootstrap: str, topic: str, case: Case) -> None:
         self.topic, self.case = topic, case
         self._consumer = Consumer(
-            {
-                "bootstrap.servers": bootstrap,
-                "group.id": f"bench-watch-{uuid.uuid4().hex[:8]}",
-                "enable.auto.commit": False,
-                "enable.partition.eof": True,
-                "isolation.level": "read_committed",
-                "fetch.wait.max.ms": 10,
-            }
+            with_logger(
+                {
+                    "bootstrap.servers": bootstrap,
+                    "group.id": f"bench-watch-{uuid.uuid4().hex[:8]}",
+                    "enable.auto.commit": False,
+                    "enable.partition.eof": True,
+                    "isolation.level": "read_committed",
+                    "fetch.wait.max.ms": 10,
+                }
+            )
         )
         self._ends = case.source_ends()
         self._keys = case.last_keys()
@@ -151,7 +160,9 @@ class ArrivalWatch:
 
     def _watch_first(self) -> None:
         """Its own consumer, every 50 ms, so that slow completion checks do not delay the first sighting."""
-        consumer = Consumer({"bootstrap.servers": self._bootstrap, "group.id": f"bench-first-{uuid.uuid4().hex[:8]}"})
+        consumer = Consumer(
+            with_logger({"bootstrap.servers": self._bootstrap, "group.id": f"bench-first-{uuid.uuid4().hex[:8]}"})
+        )
         try:
             while not self._closed.wait(0.05):
                 for p in range(self.case.partitions):

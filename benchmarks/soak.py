@@ -39,11 +39,13 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import NewTopic
 
 from mirrorflow.config.loader import load_config
 from mirrorflow.config.model import Flow
 from mirrorflow.core.errors import MirrorflowError
+from mirrorflow.kafka.client_logs import with_logger
+from mirrorflow.kafka.clients import admin_client
 from mirrorflow.local.cluster import LocalClusters
 from mirrorflow.local.properties import mm2_config_text
 from mirrorflow.replication.audit import audit_flow, committed_progress
@@ -239,7 +241,9 @@ class SteadyProducer(threading.Thread):
 
     def run(self) -> None:
         # Made here so that it is gone with the thread, before the clusters stop (no reconnect noise).
-        producer = Producer({"bootstrap.servers": self._servers, "linger.ms": 50, "enable.idempotence": True})
+        producer = Producer(
+            with_logger({"bootstrap.servers": self._servers, "linger.ms": 50, "enable.idempotence": True})
+        )
         start = time.monotonic()
         padding = os.urandom(VALUE_BYTES // 2).hex().encode()
         while not self._halt.is_set():
@@ -260,7 +264,7 @@ class SteadyProducer(threading.Thread):
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = admin_client({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, partitions, 1, config={"retention.ms": "-1"})])[topic].result(60)
 
 
@@ -320,7 +324,9 @@ class LagProbe:
 
     def __init__(self, flow: Flow, bootstrap: str, topic: str, partitions: int) -> None:
         self._flow = flow
-        self._consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"soak-probe-{uuid.uuid4().hex}"})
+        self._consumer = Consumer(
+            with_logger({"bootstrap.servers": bootstrap, "group.id": f"soak-probe-{uuid.uuid4().hex}"})
+        )
         self._tps = [TopicPartition(topic, p) for p in range(partitions)]
         self._topic = topic
 

@@ -39,6 +39,8 @@ from confluent_kafka import Consumer, Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient  # noqa: E402
 from tests.kafka_helpers import KafkaKit  # noqa: E402
 
+from mirrorflow.kafka.client_logs import with_logger  # noqa: E402
+from mirrorflow.kafka.clients import admin_client  # noqa: E402
 from mirrorflow.kafka.groups import remember_settings  # noqa: E402
 from mirrorflow.local.cluster import LocalClusters  # noqa: E402
 from mirrorflow.local.registry import RegistryServer  # noqa: E402
@@ -99,7 +101,7 @@ def kafka_admin(kafka_clusters: LocalClusters) -> Iterator[Callable[..., AdminCl
 
     def make(alias: str = "A", config: Mapping[str, Any] | None = None) -> AdminClient:
         settings = {"bootstrap.servers": kafka_clusters.bootstrap(alias), **(config or {})}
-        admin = remember_settings(AdminClient(settings), settings)  # committed_offsets opens consumers with them
+        admin = remember_settings(admin_client(settings), settings)  # committed_offsets opens consumers with them
         admins.append(admin)
         return admin
 
@@ -113,7 +115,7 @@ def kafka_producer(kafka_clusters: LocalClusters) -> Iterator[Callable[..., Prod
     producers: list[Producer] = []
 
     def make(alias: str = "A", config: Mapping[str, Any] | None = None) -> Producer:
-        producer = Producer({"bootstrap.servers": kafka_clusters.bootstrap(alias), **(config or {})})
+        producer = Producer(with_logger({"bootstrap.servers": kafka_clusters.bootstrap(alias), **(config or {})}))
         producers.append(producer)
         return producer
 
@@ -138,7 +140,7 @@ def kafka_consumer(kafka_clusters: LocalClusters) -> Iterator[Callable[..., Cons
             "enable.partition.eof": True,
         }
         settings.update(config or {})
-        consumer = Consumer(settings)
+        consumer = Consumer(with_logger(settings))
         consumers.append(consumer)
         return consumer
 

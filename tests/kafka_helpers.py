@@ -22,6 +22,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from mirrorflow.kafka.clients import admin_client
 from mirrorflow.kafka.groups import remember_settings
 from mirrorflow.local.cluster import LocalClusters
 
@@ -93,7 +94,7 @@ class Topics:
     def admin(self, alias: str) -> AdminClient:
         if alias not in self._admins:
             settings = {"bootstrap.servers": self._clusters.bootstrap(alias)}
-            self._admins[alias] = remember_settings(AdminClient(settings), settings)
+            self._admins[alias] = remember_settings(admin_client(settings), settings)
         return self._admins[alias]
 
     def create(self, alias: str, name: str, partitions: int = 1, config: dict[str, str] | None = None) -> None:

@@ -23,11 +23,13 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import NewTopic
 
 from mirrorflow.config.loader import load_config
 from mirrorflow.core.checkpoint import Checkpoint
 from mirrorflow.core.heartbeat import Heartbeat
+from mirrorflow.kafka.client_logs import with_logger
+from mirrorflow.kafka.clients import admin_client
 from mirrorflow.kafka.topics import create_compacted_topic
 from mirrorflow.local.cluster import LocalClusters
 from mirrorflow.replication.copy_plan import SourcePartitions, plan_copy
@@ -82,8 +84,8 @@ def copied(kafka_clusters: LocalClusters, tmp_path_factory: pytest.TempPathFacto
         "replication.factor = 1\ncheckpoints.topic.replication.factor = 1\n"
         "heartbeats.topic.replication.factor = 1\noffset-syncs.topic.replication.factor = 1\n"
     )
-    admin = {a: AdminClient({"bootstrap.servers": kafka_clusters.bootstrap(a)}) for a in ("A", "B")}
-    producer = {a: Producer({"bootstrap.servers": kafka_clusters.bootstrap(a)}) for a in ("A", "B")}
+    admin = {a: admin_client({"bootstrap.servers": kafka_clusters.bootstrap(a)}) for a in ("A", "B")}
+    producer = {a: Producer(with_logger({"bootstrap.servers": kafka_clusters.bootstrap(a)})) for a in ("A", "B")}
     admin["A"].create_topics([NewTopic(topic, 2, 1, config=KEEP)])[topic].result()
     admin["B"].create_topics([NewTopic(f"A.{topic}", 2, 1, config=KEEP)])[f"A.{topic}"].result()
     for name in ("mirrorflow-progress.A.internal", "mirrorflow-offset-map.A.internal", "heartbeats"):

@@ -23,6 +23,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from mirrorflow.config.loader import load_config
+from mirrorflow.kafka.client_logs import with_logger
 from mirrorflow.local.cluster import LocalClusters
 from mirrorflow.replication.audit import audit_flow, committed_progress
 
@@ -35,11 +36,13 @@ FAULT_KEYS = ("lost", "duplicated", "out_of_order", "misplaced", "unexpected")
 def committed_end(bootstrap: str, topic: str) -> int:
     """The sum of the last stable offsets: what read_committed readers see of the remote topic."""
     consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"probe-{uuid.uuid4().hex[:8]}",
-            "isolation.level": "read_committed",
-        }
+        with_logger(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": f"probe-{uuid.uuid4().hex[:8]}",
+                "isolation.level": "read_committed",
+            }
+        )
     )
     try:
         return sum(

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
+from mirrorflow.kafka.client_logs import with_logger
 from mirrorflow.kafka.groups import committed_offsets
 from mirrorflow.local.cluster import LocalClusters
 from mirrorflow.local.properties import mm2_config_text
@@ -40,7 +41,7 @@ def write_flow_config(path: Path, clusters: LocalClusters, topic: str, group: st
 
 
 def end_offsets(bootstrap: str, topic: str, partitions: int) -> list[int]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{uuid.uuid4().hex[:8]}"})
+    consumer = Consumer(with_logger({"bootstrap.servers": bootstrap, "group.id": f"check-{uuid.uuid4().hex[:8]}"}))
     try:
         return [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)]
     finally:
@@ -55,7 +56,7 @@ def test_one_run_of_the_flow_dag_replicates_records_and_groups(airflow_db: None,
     for i in range(RECORDS):
         producer.produce(topic, key=str(i).encode(), value=f"v{i}".encode(), partition=i % 2)
     assert producer.flush(30) == 0
-    committer = Consumer({"bootstrap.servers": kafka_clusters.bootstrap("A"), "group.id": group})
+    committer = Consumer(with_logger({"bootstrap.servers": kafka_clusters.bootstrap("A"), "group.id": group}))
     committer.commit(offsets=[TopicPartition(topic, 0, COMMITTED)], asynchronous=False)
     committer.close()
 

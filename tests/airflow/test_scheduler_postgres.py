@@ -31,6 +31,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from mirrorflow.airflow.embedded import airflow_environment
+from mirrorflow.kafka.client_logs import with_logger
 from mirrorflow.local.cluster import LocalClusters
 from mirrorflow.local.postgres import LocalPostgres
 from mirrorflow.local.process import free_ports, tail
@@ -175,7 +176,7 @@ def wait_for(what: str, airflow: Airflow, probe: Callable[[], Any], timeout_s: f
 
 
 def end_offsets(bootstrap: str, topic: str, partitions: int) -> list[int]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{uuid.uuid4().hex[:8]}"})
+    consumer = Consumer(with_logger({"bootstrap.servers": bootstrap, "group.id": f"check-{uuid.uuid4().hex[:8]}"}))
     try:
         return [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)]
     finally:

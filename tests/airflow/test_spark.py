@@ -18,6 +18,7 @@ import pytest
 
 from mirrorflow.airflow.spark import SPARK_CONN_ID, MirrorflowCopyOperator
 from mirrorflow.core.errors import UsageError
+from mirrorflow.spark.quiet import LOG4J2_FILE
 
 CONN_ENV = "AIRFLOW_CONN_MIRRORFLOW_SPARK"
 RECORDER = f"""#!{sys.executable}
@@ -164,3 +165,26 @@ def test_a_retried_copy_checks_the_pause_again(
     assert fake_spark()["argv"]
     with pytest.raises(AirflowSkipException, match="paused"):
         operator(config, tmp_path).execute({"ti": retry})
+
+
+def test_the_copy_tasks_spark_submit_points_the_driver_at_the_quiet_log4j2_file(
+    config: Path, tmp_path: Path, fake_spark: Callable[[], dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Spark's banner and INFO lines stay out of the task log unless MIRRORFLOW_SPARK_LOG_LEVEL asks for them."""
+    monkeypatch.setenv("MIRRORFLOW_SPARK_LOG_LEVEL", "info")
+    task = operator(config, tmp_path, master="local[2]", explicit=True)
+    task.execute({})
+    argv = fake_spark()["argv"]
+    options = [argv[i + 1] for i, arg in enumerate(argv) if arg == "--conf"]
+    driver = [o for o in options if o.startswith("spark.driver.extraJavaOptions=")]
+    assert len(driver) == 1, options
+    assert f"-Dlog4j2.configurationFile={LOG4J2_FILE.as_uri()}" in driver[0]
+    assert "-Dmirrorflow.spark.log.level=INFO" in driver[0]
+    assert LOG4J2_FILE.is_file()
+    assert not task.conf  # the operator's own settings are left as they were for a retry
+
+    from airflow.sdk.exceptions import AirflowFailException
+
+    monkeypatch.setenv("MIRRORFLOW_SPARK_LOG_LEVEL", "chatty")
+    with pytest.raises(AirflowFailException, match="MIRRORFLOW_SPARK_LOG_LEVEL='CHATTY' is not a log4j level"):
+        operator(config, tmp_path).execute({})  # a typo is an error, not silently the default

@@ -14,6 +14,7 @@ from confluent_kafka.admin import AdminClient
 from mirrorflow.airflow import tasks
 from mirrorflow.airflow.reports import compact, repeated_summary
 from mirrorflow.airflow.tasks import repeat
+from mirrorflow.kafka.client_logs import with_logger
 from mirrorflow.local.cluster import LocalClusters
 from mirrorflow.local.properties import mm2_config_text
 
@@ -103,7 +104,7 @@ def test_heartbeats_keep_their_cadence_while_a_continuous_copy_runs(
         "mirrorflow.copy.run.seconds = 3\nemit.heartbeats.interval.seconds = 1\n",
     )
     tasks.sync_topics(config, "A->B")
-    checker = Consumer({"bootstrap.servers": kafka_clusters.bootstrap("B"), "group.id": "hb-check"})
+    checker = Consumer(with_logger({"bootstrap.servers": kafka_clusters.bootstrap("B"), "group.id": "hb-check"}))
     try:
         before = _heartbeats_on(kafka_admin("B"), checker)
         started = time.monotonic()
@@ -122,7 +123,7 @@ def test_a_heartbeat_only_pair_creates_its_topic_and_beats_once_per_interval_run
     tmp_path: Path, kafka_clusters: LocalClusters, kafka_admin: Callable[..., AdminClient]
 ) -> None:
     config = _pair_config(tmp_path / "mm2.properties", kafka_clusters, "B->A.mirrorflow.copy.mode = interval\n")
-    checker = Consumer({"bootstrap.servers": kafka_clusters.bootstrap("A"), "group.id": "hb-check"})
+    checker = Consumer(with_logger({"bootstrap.servers": kafka_clusters.bootstrap("A"), "group.id": "hb-check"}))
     try:
         report = tasks.heartbeat_pair(config, "B->A")
         assert report["runs"] == 1

@@ -18,6 +18,7 @@ from tests.replication.helpers import KEEP_FOREVER, copy_all
 
 from mirrorflow.config.loader import load_config
 from mirrorflow.core.errors import MirrorflowError
+from mirrorflow.kafka.client_logs import with_logger
 from mirrorflow.local.cluster import LocalClusters
 from mirrorflow.replication.flow_cycle import run_control_plane
 
@@ -35,7 +36,7 @@ def test_recreated_topic_error_reset_and_clean_audit(
     body = f"A->B.enabled = true\nA->B.topics = {topic}\nA->B.heartbeats.replication.enabled = false\n"
     config = write_config(tmp_path / "mm2.properties", kafka_clusters, body)
     create_topic(kafka_admin("A"), topic, 1, KEEP_FOREVER)
-    producer = Producer({"bootstrap.servers": kafka_clusters.bootstrap("A")})
+    producer = Producer(with_logger({"bootstrap.servers": kafka_clusters.bootstrap("A")}))
 
     def produce(count: int, tag: str) -> None:
         for i in range(count):

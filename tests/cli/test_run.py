@@ -13,10 +13,12 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import NewTopic
 from tests.cli.cli_helpers import MIRRORFLOW, cli, write_config
 
 from mirrorflow.core.heartbeat import Heartbeat
+from mirrorflow.kafka.client_logs import with_logger
+from mirrorflow.kafka.clients import admin_client
 from mirrorflow.kafka.compacted_log import read_to_end
 from mirrorflow.local.cluster import LocalClusters
 
@@ -36,9 +38,9 @@ def test_run_once_exits_0_after_one_full_cycle(
     subprocess.run(
         [str(MIRRORFLOW), "run", str(config), "--once"], capture_output=True, text=True, timeout=120, check=True
     )  # the internal topics exist from here on, whichever test ran first
-    admin = AdminClient({"bootstrap.servers": kafka_clusters.bootstrap("A")})
+    admin = admin_client({"bootstrap.servers": kafka_clusters.bootstrap("A")})
     admin.create_topics([NewTopic(tag, 2, 1)])[tag].result(30)
-    producer = Producer({"bootstrap.servers": kafka_clusters.bootstrap("A")})
+    producer = Producer(with_logger({"bootstrap.servers": kafka_clusters.bootstrap("A")}))
     for i in range(300):
         producer.produce(tag, key=str(i).encode(), value=b"v" * 10, partition=i % 2)
     assert producer.flush(30) == 0
@@ -117,9 +119,9 @@ def test_run_once_on_a_terminal_shows_the_copy_progress(
     kafka_clusters: LocalClusters, tmp_path: Path, unique_topic: Any
 ) -> None:
     tag = unique_topic("tty")
-    admin = AdminClient({"bootstrap.servers": kafka_clusters.bootstrap("A")})
+    admin = admin_client({"bootstrap.servers": kafka_clusters.bootstrap("A")})
     admin.create_topics([NewTopic(tag, 3, 1)])[tag].result(30)
-    producer = Producer({"bootstrap.servers": kafka_clusters.bootstrap("A")})
+    producer = Producer(with_logger({"bootstrap.servers": kafka_clusters.bootstrap("A")}))
     for i in range(30):
         producer.produce(tag, value=b"v", partition=i % 3)
     assert producer.flush(30) == 0

@@ -9,9 +9,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import NewTopic
 from jproperties import Properties
 
+from mirrorflow.kafka.clients import admin_client
 from mirrorflow.local import process
 from mirrorflow.local.properties import MM2_REPLICATION_FACTOR_KEYS
 
@@ -35,12 +36,12 @@ def read_mm2_properties(path: Path) -> dict[str, str]:
 
 def create_topic(bootstrap: str, name: str) -> None:
     # Clients live only inside these helpers, so none is left reconnecting to a stopped broker.
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = admin_client({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(name, 1, 1)])[name].result(30)
 
 
 def topic_names(bootstrap: str) -> set[str]:
-    return set(AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=30).topics)
+    return set(admin_client({"bootstrap.servers": bootstrap}).list_topics(timeout=30).topics)
 
 
 def test_up_writes_the_contract_files_status_reports_and_down_stops(mirrorflow_cli: RunCli, tmp_path: Path) -> None:

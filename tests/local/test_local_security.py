@@ -9,11 +9,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient
 
 from mirrorflow.config.librdkafka import to_librdkafka
 from mirrorflow.config.loader import load_config
 from mirrorflow.core.errors import UsageError
+from mirrorflow.kafka.clients import admin_client
 from mirrorflow.local import security
 from mirrorflow.local.cluster import LocalClusters
 from mirrorflow.local.properties import server_properties
@@ -141,7 +141,7 @@ def test_local_up_with_sasl_ssl_serves_the_mm2_client_settings_across_a_restart(
         for attempt in ("first start", "restart"):
             admin_conf = load_config(with_a_flow(directory), environ={}).clusters["S"].admin.librdkafka()
             assert admin_conf["security.protocol"] == "SASL_SSL", attempt
-            assert AdminClient(admin_conf).list_topics(timeout=30).brokers, attempt
+            assert admin_client(admin_conf).list_topics(timeout=30).brokers, attempt
             if attempt == "first start":
                 assert mirrorflow_cli("local", "down", "--dir", str(directory)).returncode == 0
                 again = mirrorflow_cli("local", "up", "--clusters", "S", "--dir", str(directory))

@@ -19,6 +19,7 @@ from tests.kafka_helpers import create_topic, read_partition
 from mirrorflow.config.model import Flow, MirrorConfig
 from mirrorflow.core.offset_map import OffsetMap, Segment, decode_segment, decode_segment_key
 from mirrorflow.core.progress import Progress, decode_progress
+from mirrorflow.kafka.client_logs import with_logger
 from mirrorflow.kafka.compacted_log import read_to_end
 from mirrorflow.kafka.topics import create_compacted_topic
 from mirrorflow.local.cluster import LocalClusters
@@ -160,12 +161,14 @@ def continuous_tasks(
 def committed_count(clusters: LocalClusters, topic: str, partition: int) -> int:
     """How many records of `topic`-`partition` on B a read_committed consumer sees."""
     consumer = Consumer(
-        {
-            "bootstrap.servers": clusters.bootstrap("B"),
-            "group.id": "copy-group-check",
-            "isolation.level": "read_committed",
-            "enable.partition.eof": True,
-        }
+        with_logger(
+            {
+                "bootstrap.servers": clusters.bootstrap("B"),
+                "group.id": "copy-group-check",
+                "isolation.level": "read_committed",
+                "enable.partition.eof": True,
+            }
+        )
     )
     consumer.assign([TopicPartition(topic, partition, 0)])
     seen = 0

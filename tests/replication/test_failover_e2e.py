@@ -27,11 +27,13 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import NewTopic
 
 from mirrorflow.config.loader import load_config
 from mirrorflow.config.model import Flow
 from mirrorflow.core.bootstrap_redirect import BOOTSTRAP_TOPIC, decode_redirect, resolve
+from mirrorflow.kafka.client_logs import with_logger
+from mirrorflow.kafka.clients import admin_client
 from mirrorflow.kafka.compacted_log import read_to_end
 from mirrorflow.local.cluster import LocalClusters
 from mirrorflow.local.properties import mm2_config_text
@@ -113,7 +115,14 @@ class Apps:
 
     def _produce(self, bootstrap: str, origin: str) -> None:
         producer = Producer(
-            {"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5, "message.timeout.ms": 10000}
+            with_logger(
+                {
+                    "bootstrap.servers": bootstrap,
+                    "enable.idempotence": True,
+                    "linger.ms": 5,
+                    "message.timeout.ms": 10000,
+                }
+            )
         )
         ledger = self.ledger
 
@@ -135,15 +144,17 @@ class Apps:
 
     def _consume(self, bootstrap: str, group: str, topics: list[str], delay: float) -> None:
         consumer = Consumer(
-            {
-                "bootstrap.servers": bootstrap,
-                "group.id": group,
-                "enable.auto.commit": False,
-                "auto.offset.reset": "earliest",
-                "topic.metadata.refresh.interval.ms": 1000,
-                "fetch.wait.max.ms": 100,
-                "max.partition.fetch.bytes": 4096,  # small fetches: a lagging group reads both partitions in turn
-            }
+            with_logger(
+                {
+                    "bootstrap.servers": bootstrap,
+                    "group.id": group,
+                    "enable.auto.commit": False,
+                    "auto.offset.reset": "earliest",
+                    "topic.metadata.refresh.interval.ms": 1000,
+                    "fetch.wait.max.ms": 100,
+                    "max.partition.fetch.bytes": 4096,  # small fetches: a lagging group reads both partitions in turn
+                }
+            )
         )
         consumer.subscribe(topics)
         seen = self.ledger.consumed.setdefault(group, [])
@@ -276,7 +287,7 @@ def test_failover_and_failback_with_running_clients(
     config_path.write_text(mm2_config_text(boot, "admin.timeout.ms = 20000\n") + flows)
     config = load_config(config_path)
     for alias in ("P", "D"):
-        admin = AdminClient({"bootstrap.servers": boot[alias]})  # kept alive until the result is in
+        admin = admin_client({"bootstrap.servers": boot[alias]})  # kept alive until the result is in
         admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result()
     forward = Replicator(config.flow("P->D"), root)
     backward = Replicator(config.flow("D->P"), root)

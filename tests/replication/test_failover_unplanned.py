@@ -22,6 +22,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartiti
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from mirrorflow.config.loader import load_config
+from mirrorflow.kafka.client_logs import with_logger
 from mirrorflow.kafka.clients import admin_client
 from mirrorflow.kafka.groups import committed_offsets
 from mirrorflow.local.cluster import LocalClusters
@@ -53,7 +54,7 @@ def own_clusters(tmp_path: Path) -> Iterator[LocalClusters]:
 
 
 def _produce(bootstrap: str, topic: str, start: int, count: int) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap})
+    producer = Producer(with_logger({"bootstrap.servers": bootstrap}))
     for i in range(start, start + count):
         producer.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode(), partition=i % 2)
     assert producer.flush(30) == 0
@@ -82,7 +83,7 @@ def test_unplanned_failover_with_the_primary_killed(tmp_path: Path, own_clusters
     )
     config = load_config(path)
     flow = config.flow("P->D")
-    admin_p = AdminClient({"bootstrap.servers": bootstraps["P"]})
+    admin_p = admin_client({"bootstrap.servers": bootstraps["P"]})
     admin_d = admin_client({"bootstrap.servers": bootstraps["D"]})
     admin_p.create_topics([NewTopic(topic, 2, 1)])[topic].result()
 

@@ -22,11 +22,13 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import NewTopic
 
 from mirrorflow.config.loader import load_config
 from mirrorflow.config.model import Flow
 from mirrorflow.core.errors import MirrorflowError
+from mirrorflow.kafka.client_logs import with_logger
+from mirrorflow.kafka.clients import admin_client
 from mirrorflow.local.broker import BrokerStartError
 from mirrorflow.local.cluster import LocalClusters
 from mirrorflow.local.properties import mm2_config_text
@@ -95,7 +97,7 @@ def write_flow(tmp_path: Path, clusters: LocalClusters, topic: str, delivery: st
 
 
 def produce_round(bootstrap: str, topic: str, round_no: int) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50})
+    producer = Producer(with_logger({"bootstrap.servers": bootstrap, "linger.ms": 50}))
     for i in range(PER_ROUND):
         while True:
             try:
@@ -162,7 +164,7 @@ def test_a_broker_restart_mid_copy_loses_nothing(
     alias = "B" if role == "target" else "A"
     fault_clusters.start("A", "B")  # both up, whatever an earlier test of this module left behind
     topic = f"restart-{role}-{how}-{delivery}-{uuid.uuid4().hex[:6]}"
-    admin = AdminClient({"bootstrap.servers": fault_clusters.bootstrap("A")})  # alive until the future resolves
+    admin = admin_client({"bootstrap.servers": fault_clusters.bootstrap("A")})  # alive until the future resolves
     admin.create_topics([NewTopic(topic, PARTITIONS, 1, config={"retention.ms": "-1"})])[topic].result(60)
     flow = write_flow(tmp_path, fault_clusters, topic, delivery)
     run_control_plane(flow)

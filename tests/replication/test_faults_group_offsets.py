@@ -21,11 +21,11 @@ import uuid
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient
 from tests.kafka_helpers import create_topic
 from tests.replication.helpers import commit_offsets
 from tests.replication.test_faults_brokers import restart
 
+from mirrorflow.kafka.clients import admin_client
 from mirrorflow.local.cluster import LocalClusters
 from mirrorflow.local.properties import mm2_config_text
 
@@ -90,7 +90,7 @@ def test_group_offsets_survive_a_fresh_cluster_and_a_coordinator_restart(tmp_pat
             assert read_in_child(bootstrap, groups) == {g: {} for g in groups}, f"trial {trial}: fresh cluster"
 
             settings = {"bootstrap.servers": bootstrap}
-            admin = AdminClient(settings)
+            admin = admin_client(settings)
             create_topic(admin, topic, 2)
             want = {g: {f"{topic}:0": i + 1, f"{topic}:1": 2 * i + 5} for i, g in enumerate(groups[::2])}
             for group, offsets in want.items():

@@ -22,10 +22,12 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import NewTopic
 
 from mirrorflow.config.loader import load_config
 from mirrorflow.config.model import Flow
+from mirrorflow.kafka.client_logs import with_logger
+from mirrorflow.kafka.clients import admin_client
 from mirrorflow.local.cluster import LocalClusters
 from mirrorflow.local.netns import NetworkNamespace, Placement, namespaces, pick_subnet, require_netns
 from mirrorflow.local.properties import server_properties
@@ -82,9 +84,9 @@ def write_flow(path: Path, clusters: LocalClusters, topic: str) -> Flow:
 
 
 def seed(bootstrap: str, topic: str) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = admin_client({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(60)
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+    producer = Producer(with_logger({"bootstrap.servers": bootstrap, "linger.ms": 20}))
     for i in range(RECORDS):
         producer.produce(topic, key=str(i).encode(), value=f"v{i}".encode() * 10, partition=0)
         if i % 1000 == 0:
@@ -147,7 +149,7 @@ def test_a_network_cut_mid_copy_loses_and_duplicates_nothing(tmp_path: Path) -> 
         )
         stack.callback(clusters.down, purge=True)  # runs before the namespaces go
         clusters.start("A", "B")
-        probe = Consumer({"bootstrap.servers": clusters.bootstrap("B"), "group.id": "probe"})
+        probe = Consumer(with_logger({"bootstrap.servers": clusters.bootstrap("B"), "group.id": "probe"}))
         stack.callback(probe.close)
         for trial in range(TRIALS):
             cut, seconds = CUTS[trial % len(CUTS)]

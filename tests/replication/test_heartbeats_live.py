@@ -15,6 +15,7 @@ import pytest
 from confluent_kafka import Producer
 
 from mirrorflow.core.heartbeat import Heartbeat
+from mirrorflow.kafka.client_logs import with_logger
 from mirrorflow.kafka.compacted_log import read_to_end
 from mirrorflow.local.cluster import LocalClusters
 from mirrorflow.replication.flow_cycle import HEARTBEAT, TOPICS, run_control_plane, run_heartbeat_pair
@@ -29,7 +30,7 @@ def records(clusters: LocalClusters, alias: str, topic: str) -> list[tuple[int, 
 
 
 def mirror_records(clusters: LocalClusters, source: str, topic: str, target: str, remote: str) -> None:
-    producer = Producer({"bootstrap.servers": clusters.bootstrap(target), "linger.ms": 0})
+    producer = Producer(with_logger({"bootstrap.servers": clusters.bootstrap(target), "linger.ms": 0}))
     for partition, key, value, timestamp in records(clusters, source, topic):
         producer.produce(remote, key=key, value=value, partition=partition, timestamp=timestamp)
     assert producer.flush(30) == 0

@@ -12,10 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from confluent_kafka.admin import AdminClient
 
 from mirrorflow.core.bootstrap_redirect import BOOTSTRAP_TOPIC
 from mirrorflow.core.transforms import default_dead_letter_topic
+from mirrorflow.kafka.clients import admin_client
 from mirrorflow.kafka.topics import create_compacted_topic
 from mirrorflow.local.cluster import LocalClusters
 from mirrorflow.replication.discovery import discover
@@ -43,7 +43,7 @@ def visible(topics: Any, alias: str, expected: set[str]) -> set[str]:
 
 
 def create_all(clusters: LocalClusters, alias: str, names: list[str]) -> None:
-    admin = AdminClient({"bootstrap.servers": clusters.bootstrap(alias)})
+    admin = admin_client({"bootstrap.servers": clusters.bootstrap(alias)})
     for name in names:
         create_compacted_topic(admin, alias, name, 1, 30)
 

@@ -25,13 +25,15 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import NewTopic
 from tests.kafka_helpers import read_contents
 from tests.replication.helpers import commit_offsets, compile_java_probe
 
 from mirrorflow.config.loader import load_config
 from mirrorflow.config.model import Flow
 from mirrorflow.core.checkpoint import Checkpoint
+from mirrorflow.kafka.client_logs import with_logger
+from mirrorflow.kafka.clients import admin_client
 from mirrorflow.kafka.compacted_log import read_to_end
 from mirrorflow.local.cluster import LocalClusters
 from mirrorflow.local.properties import mm2_config_text
@@ -72,14 +74,16 @@ class Scenario:
 
     def consumer(self, alias: str) -> Consumer:
         return Consumer(
-            {
-                "bootstrap.servers": self.clusters.bootstrap(alias),
-                "group.id": f"g-{uuid.uuid4().hex[:12]}",
-                "enable.auto.commit": False,
-                "enable.partition.eof": True,
-                "isolation.level": "read_committed",
-                "fetch.wait.max.ms": 10,
-            }
+            with_logger(
+                {
+                    "bootstrap.servers": self.clusters.bootstrap(alias),
+                    "group.id": f"g-{uuid.uuid4().hex[:12]}",
+                    "enable.auto.commit": False,
+                    "enable.partition.eof": True,
+                    "isolation.level": "read_committed",
+                    "fetch.wait.max.ms": 10,
+                }
+            )
         )
 
 
@@ -87,13 +91,13 @@ def produce(clusters: LocalClusters, topics: dict[str, str]) -> None:
     """big-0: BIG plain records, big-1: none. txn-0: TXN_ROUNDS of (TXN_KEPT committed, TXN_ABORTED aborted),
     every transaction followed by its marker. compact-0: COMPACT records overwriting COMPACT_KEYS keys."""
     bootstrap = clusters.bootstrap("A")
-    plain = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    plain = Producer(with_logger({"bootstrap.servers": bootstrap, "linger.ms": 5}))
     for i in range(BIG):
         plain.produce(topics["big"], key=b"k%d" % i, value=b"big-%d" % i, partition=0, headers=[("i", b"%d" % i)])
     for i in range(COMPACT):
         plain.produce(topics["compact"], key=b"key-%d" % (i % COMPACT_KEYS), value=b"v%d" % i, partition=0)
     assert plain.flush(30) == 0
-    txn: Any = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"mm2c-{uuid.uuid4()}"})
+    txn: Any = Producer(with_logger({"bootstrap.servers": bootstrap, "transactional.id": f"mm2c-{uuid.uuid4()}"}))
     txn.init_transactions(30)
     for r in range(TXN_ROUNDS):
         for count, keep in ((TXN_KEPT, True), (TXN_ABORTED, False)):
@@ -177,7 +181,7 @@ def scenario(kafka_clusters: LocalClusters, tmp_path_factory: pytest.TempPathFac
     tag = uuid.uuid4().hex[:6]
     topics = {role: f"mm2c-{role}-{tag}" for role in ("big", "txn", "compact")}
     prefix = f"mm2c-{tag}-"
-    admin = AdminClient({"bootstrap.servers": kafka_clusters.bootstrap("A")})
+    admin = admin_client({"bootstrap.servers": kafka_clusters.bootstrap("A")})
     new = [
         NewTopic(topics["big"], 2, 1),
         NewTopic(topics["txn"], 1, 1),
@@ -305,7 +309,7 @@ def mm2_checkpoints(flow: Flow, prefix: str) -> dict[tuple[str, str, int], Check
 
 def wait_for_mm2(s: Scenario, expected: set[tuple[str, str, int]]) -> dict[tuple[str, str, int], Checkpoint]:
     """MM2's checkpoints once it has mirrored everything, checkpointed what it can and stayed put for 3 s."""
-    admin = AdminClient({"bootstrap.servers": s.clusters.bootstrap("B")})
+    admin = admin_client({"bootstrap.servers": s.clusters.bootstrap("B")})
     ends = {("big", 0): BIG, ("txn", 0): TXN_ROUNDS * TXN_KEPT, ("compact", 0): COMPACT}
     probe = s.consumer("B")
     deadline = time.monotonic() + MM2_WAIT_S

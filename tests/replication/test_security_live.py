@@ -23,9 +23,11 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import NewTopic
 
 from mirrorflow.core.checkpoint import Checkpoint
+from mirrorflow.kafka.client_logs import with_logger
+from mirrorflow.kafka.clients import admin_client
 from mirrorflow.kafka.compacted_log import read_to_end
 from mirrorflow.local import security
 from mirrorflow.local.cluster import LocalClusters
@@ -120,7 +122,7 @@ def flow_body(topic: str, group: str) -> str:
 
 def commit_when_ready(conf: Mapping[str, str], group: str, position: TopicPartition) -> None:
     """Commit `position` for `group`; a fresh cluster answers NOT_COORDINATOR until its offsets topic is up."""
-    committer = Consumer({**conf, "group.id": group})
+    committer = Consumer(with_logger({**conf, "group.id": group}))
     deadline = time.monotonic() + 120
     try:
         while True:
@@ -140,9 +142,9 @@ def commit_when_ready(conf: Mapping[str, str], group: str, position: TopicPartit
 def replicated(secured: Secured, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """Records and a committed group at `scram`; then `plan` and `run --once` of scram->tls (outputs kept)."""
     topic, group = f"sec-{uuid.uuid4().hex[:8]}", f"g-sec-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient(secured.conf("scram"))
+    admin = admin_client(secured.conf("scram"))
     admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(60)
-    producer = Producer(secured.conf("scram"))
+    producer = Producer(with_logger(secured.conf("scram")))
     for i in range(RECORDS):
         producer.produce(topic, key=str(i).encode(), value=f"v{i}".encode(), partition=i % 2)
     assert producer.flush(60) == 0
@@ -164,7 +166,7 @@ def test_plan_and_run_replicate_from_sasl_to_tls(secured: Secured, replicated: d
     assert [c["name"] for c in report["topics"]["created"]] == [f"scram.{topic}"]
     assert report["copy"]["records"] == RECORDS
 
-    consumer = Consumer({**secured.conf("tls"), "group.id": group})  # reads only; never joins the group
+    consumer = Consumer(with_logger({**secured.conf("tls"), "group.id": group}))  # reads only; never joins the group
     try:
         ends = [consumer.get_watermark_offsets(TopicPartition(f"scram.{topic}", p), timeout=30)[1] for p in (0, 1)]
         committed = consumer.committed([TopicPartition(f"scram.{topic}", 0)], timeout=30)
@@ -246,6 +248,6 @@ def test_the_password_can_come_from_the_environment(
 def test_clients_without_credentials_are_refused(secured: Secured) -> None:
     """The listeners really are secured: no anonymous access through the broker port."""
     for alias, clusters in (("scram", secured.scram), ("tls", secured.tls)):
-        admin = AdminClient({"bootstrap.servers": clusters.bootstrap(alias), "security.protocol": "PLAINTEXT"})
+        admin = admin_client({"bootstrap.servers": clusters.bootstrap(alias), "security.protocol": "PLAINTEXT"})
         with pytest.raises(KafkaException):
             admin.list_topics(timeout=5)

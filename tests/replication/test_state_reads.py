@@ -30,6 +30,7 @@ import mirrorflow.kafka.compacted_log as compacted_log
 import mirrorflow.replication.offset_translation as offset_translation
 from mirrorflow.config.model import MirrorConfig
 from mirrorflow.core.errors import MirrorflowError
+from mirrorflow.kafka.client_logs import with_logger
 from mirrorflow.replication.copy_range import copy_range
 from mirrorflow.replication.state_tail import OffsetMapTail
 
@@ -62,11 +63,13 @@ def open_transaction(kafka: KafkaKit, topic: str) -> Producer:
     leaves one: a tombstone of a key no reader knows (state topics are compacted, and readers skip tombstones of
     progress), neither committed nor aborted."""
     producer = Producer(
-        {
-            "bootstrap.servers": kafka.bootstrap("B"),
-            "transactional.id": f"test-held-{uuid.uuid4().hex[:8]}",
-            "transaction.timeout.ms": 300000,  # the test ends it, not the broker
-        }
+        with_logger(
+            {
+                "bootstrap.servers": kafka.bootstrap("B"),
+                "transactional.id": f"test-held-{uuid.uuid4().hex[:8]}",
+                "transaction.timeout.ms": 300000,  # the test ends it, not the broker
+            }
+        )
     )
     producer.init_transactions(30)
     producer.begin_transaction()
@@ -148,7 +151,7 @@ def test_a_read_blocked_by_an_open_transaction_fails_clearly(kafka: KafkaKit) ->
     stale."""
     topic = kafka.topic("state")
     create_topic(kafka.admin("B"), topic, 1)
-    committed = Producer({"bootstrap.servers": kafka.bootstrap("B")})
+    committed = Producer(with_logger({"bootstrap.servers": kafka.bootstrap("B")}))
     committed.produce(topic, key=b"k", value=b"before", partition=0)
     assert committed.flush(30) == 0
     held = open_transaction(kafka, topic)

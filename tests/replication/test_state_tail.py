@@ -17,6 +17,7 @@ from mirrorflow.config.model import MirrorConfig
 from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.core.offset_map import Segment, encode_segment, offset_map_topic
 from mirrorflow.core.progress import Progress, encode_progress, progress_topic
+from mirrorflow.kafka.client_logs import with_logger
 from mirrorflow.kafka.compacted_log import CompactedTail
 from mirrorflow.replication.metrics import flow_views
 from mirrorflow.replication.offset_translation import read_offset_maps
@@ -28,7 +29,7 @@ Record = tuple[bytes | None, bytes | None]
 
 
 def produce(kafka: KafkaKit, topic: str, records: Sequence[Record]) -> None:
-    producer = Producer({"bootstrap.servers": kafka.bootstrap("B")})
+    producer = Producer(with_logger({"bootstrap.servers": kafka.bootstrap("B")}))
     for key, value in records:
         producer.produce(topic, key=key, value=value, partition=0)
     assert producer.flush(30) == 0

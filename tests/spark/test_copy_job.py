@@ -15,6 +15,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from mirrorflow.config.loader import load_config
 from mirrorflow.config.overrides import CLUSTER_SETTINGS_ENV
+from mirrorflow.kafka.client_logs import with_logger
 from mirrorflow.local.cluster import LocalClusters
 from mirrorflow.local.properties import mm2_config_text
 from mirrorflow.replication.flow_cycle import run_control_plane
@@ -82,7 +83,7 @@ def test_spark_submit_copies_every_partition(
     consumer_conf = {"bootstrap.servers": kafka_clusters.bootstrap("B"), "group.id": "check"}
     from confluent_kafka import Consumer
 
-    check = Consumer(consumer_conf)
+    check = Consumer(with_logger(consumer_conf))
     try:
         for p in range(4):
             low, high = check.get_watermark_offsets(TopicPartition(f"A.{topic}", p), timeout=10)

@@ -26,6 +26,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from mirrorflow.config.loader import load_config
 from mirrorflow.config.model import Flow
+from mirrorflow.kafka.client_logs import with_logger
 from mirrorflow.local.cluster import LocalClusters
 from mirrorflow.local.properties import mm2_config_text
 from mirrorflow.replication.audit import audit_flow, committed_progress
@@ -60,7 +61,7 @@ class SteadyProducer:
     def __init__(self, bootstrap: str, topic: str) -> None:
         self.count = 0
         self.budget = 0
-        self._producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+        self._producer = Producer(with_logger({"bootstrap.servers": bootstrap, "linger.ms": 20}))
         self._topic = topic
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -123,7 +124,7 @@ def kill_driver(proc: subprocess.Popen[bytes]) -> int:
 
 
 def remote_end(bootstrap: str, topic: str) -> int:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "faults-driver-probe"})
+    consumer = Consumer(with_logger({"bootstrap.servers": bootstrap, "group.id": "faults-driver-probe"}))
     try:
         return sum(
             consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)[1]

@@ -32,6 +32,7 @@ from mirrorflow.airflow.tasks import fail_fast, load_flow, skip_if_paused
 from mirrorflow.config.overrides import CLUSTER_SETTINGS_ENV
 from mirrorflow.core.errors import MirrorflowError, UsageError
 from mirrorflow.spark.packaging import ARCHIVE_ALIAS, cluster_conf, is_standalone, package_py_files, packed_env
+from mirrorflow.spark.quiet import quiet_driver_conf
 
 SPARK_CONN_ID = "mirrorflow_spark"
 SUMMARY_KEYS = (
@@ -167,10 +168,12 @@ class MirrorflowCopyOperator(SparkSubmitOperator):
             if summary_file is not None:
                 self.application_args += ["--summary-file", str(summary_file)]
             self.env_vars = {**base_env, **self._job_env(master)}
+            if driver_is_here(master):
+                self.conf = quiet_driver_conf(base_ship[2])  # Spark's banner and INFO lines off the task log
             if is_standalone(master):
                 self.py_files = ",".join(filter(None, [base_ship[0], str(package_py_files(Path(tmp)))]))
                 self._archives = ",".join(filter(None, [base_ship[1], f"{packed_env()}#{ARCHIVE_ALIAS}"]))
-                self.conf = {**(base_ship[2] or {}), **cluster_conf()}
+                self.conf = {**(self.conf or {}), **cluster_conf()}
             self._hook = None
             try:
                 super().execute(context)

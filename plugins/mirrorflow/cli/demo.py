@@ -5,10 +5,17 @@ Two real Kafka clusters start on loopback; an active/active pair of flows is con
 created on `primary`; then Airflow runs each flow's DAG with `dag.test()` (SQLite, no scheduler): the control
 plane, the exactly-once copy submitted to Spark `local[*]`, checkpoints and group sync. The demo prints a summary,
 checks the copy record for record and the exact translation of the group, and stops the clusters.
+
+The demo also checks its own console: `main` runs it in a child process, passes every line through to the
+terminal and fails when one is noise (`mirrorflow.core.console_noise`: a raw librdkafka line, a deprecation
+warning, Spark's log4j banner). librdkafka's own lines go to var/demo/librdkafka.log; `--verbose` (or
+MIRRORFLOW_VERBOSE=1) shows them and Spark's INFO lines, and then the noise check is off.
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -17,8 +24,10 @@ from rich.console import Console
 from rich.table import Table
 
 from mirrorflow.airflow.embedded import DagRunResult
+from mirrorflow.cli.console_logs import ConsoleLogs, filter_library_deprecations, is_verbose, quiet_console
 from mirrorflow.config.loader import load_config
 from mirrorflow.config.model import MirrorConfig
+from mirrorflow.core.console_noise import noise_lines
 from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.kafka.sample_data import consume_group, produce_orders, read_topic
 from mirrorflow.local.cluster import LocalClusters
@@ -27,6 +36,7 @@ from mirrorflow.replication.remote_cluster_utils import translate_group
 DEMO_DIR = Path("var/demo")
 TOPIC = "orders"
 GROUP = "billing"
+CHILD_ENV = "MIRRORFLOW_DEMO_CHILD"
 console = Console(highlight=False, width=120)
 
 
@@ -112,7 +122,7 @@ def _dry_run_failover(config_path: Path, directory: Path) -> None:
     console.print(f"data-loss bound if failing over now: {report.get('data_loss_bound_records')}")
 
 
-def run_demo(directory: Path = DEMO_DIR) -> None:
+def run_demo(directory: Path = DEMO_DIR, logs: ConsoleLogs | None = None) -> None:
     started = time.monotonic()
     console.rule("Mirrorflow demo")
     console.print("starting two local Kafka clusters (KRaft, from Maven Central jars)...")
@@ -131,6 +141,7 @@ def run_demo(directory: Path = DEMO_DIR) -> None:
         from mirrorflow.airflow.embedded import prepare_home, run_flow_dags
 
         prepare_home(directory / "airflow", config_path)
+        filter_library_deprecations()  # again: importing Airflow put its own warning filters first
         console.print("running the flow DAGs with Airflow's dag.test() (copy on spark-submit local[*])...")
         for round_ in (1, 2):
             runs = run_flow_dags()
@@ -155,14 +166,57 @@ def run_demo(directory: Path = DEMO_DIR) -> None:
     finally:
         clusters.down(purge=True)
         console.print("clusters stopped")
+        summary = logs.summary() if logs is not None else None
+        if summary:
+            console.print(summary)
 
 
-def main() -> None:
+def _run_here(verbose: bool) -> None:
     try:
-        run_demo()
+        run_demo(logs=quiet_console(DEMO_DIR, verbose=verbose))
     except MirrorflowError as err:
         console.print(f"[red]error:[/red] {err}")
         sys.exit(err.exit_code)
+
+
+def run_checked(argv: list[str]) -> int:
+    """Run the demo in a child process with its stdout and stderr on one pipe (so librdkafka's or the JVM's
+    writes to the file descriptors are caught too), echo every line, and fail if any of them was noise."""
+    env = {**os.environ, CHILD_ENV: "1", "PYTHONUNBUFFERED": "1"}
+    if sys.stdout.isatty():
+        env.setdefault("FORCE_COLOR", "1")  # the child's rich console writes to a pipe
+    child = subprocess.Popen(
+        [sys.executable, "-m", "mirrorflow.cli.demo", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=env,
+        text=True,
+        errors="replace",
+    )
+    assert child.stdout is not None
+    lines = []
+    for line in child.stdout:
+        sys.stdout.write(line)
+        sys.stdout.flush()
+        lines.append(line)
+    code = child.wait()
+    noisy = noise_lines(lines)
+    if noisy:
+        console.print(f"[red]error:[/red] the demo's console held {len(noisy)} noisy line(s); the first ones:")
+        for kind, line in noisy[:5]:
+            console.print(f"  {kind}: {line[:200]}", markup=False)
+        console.print("Find where the line comes from (docs/console.md) and quiet it there.")
+        return code or 1
+    return code
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    verbose = is_verbose("--verbose" in args or "-v" in args)
+    if os.environ.get(CHILD_ENV) or verbose:  # a verbose console is noisy on purpose: nothing to check
+        _run_here(verbose)
+        return
+    sys.exit(run_checked(args))
 
 
 if __name__ == "__main__":

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from mirrorflow.cli.console_logs import SPARK_LEVEL_ENV, filter_library_deprecations, is_verbose
 from mirrorflow.config.loader import load_config, split_cluster_args
 from mirrorflow.config.model import Flow, MirrorConfig
 from mirrorflow.core.errors import UsageError
@@ -69,8 +71,14 @@ def plan(
 
 
 def setup_logging(verbose: bool) -> None:
+    """The console of the CLI commands (docs/console.md): librdkafka's lines and Spark's
+    INFO lines only with `--verbose`."""
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    filter_library_deprecations()
+    verbose = is_verbose(verbose)
     LIBRDKAFKA_LOG.setLevel(logging.DEBUG if verbose else logging.CRITICAL)
+    if verbose:
+        os.environ.setdefault(SPARK_LEVEL_ENV, "INFO")
 
 
 def select_flows(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 
 from confluent_kafka import KafkaError, KafkaException
 
@@ -35,7 +36,7 @@ _AUTH_HINT = (
     "ssl.* certificates and key password"
 )
 # Setting an error_cb stops librdkafka from logging error events itself; they go to its logger's name instead.
-_librdkafka_log = logging.getLogger("mirrorflow.kafka.librdkafka")
+_librdkafka_log = logging.getLogger("mirrorflow.kafka.librdkafka")  # client_logs.LIBRDKAFKA_LOGGER
 _auth_lock = threading.Lock()
 _last_auth_failure: list[str] = []
 
@@ -49,10 +50,27 @@ def record_auth_failure(error: KafkaError) -> None:
             _last_auth_failure[:] = [error.str()]
 
 
+AUTH_FAILURES_ATTR = "_mirrorflow_auth_failures"
+
+
+def client_error_cb() -> tuple[Callable[[KafkaError], None], list[str]]:
+    """An `error_cb` for one client and the list it keeps that client's authentication failures in: an admin
+    client serves its events before every call (`mirrorflow.kafka.client_logs`), so a failure may be served
+    before `auth_failure_of` asks; kept per client, it is still never blamed on another one."""
+    failures: list[str] = []
+
+    def on_error(error: KafkaError) -> None:
+        record_auth_failure(error)
+        if error.code() in _AUTH_CODES:
+            failures[:] = [error.str()]
+
+    return on_error, failures
+
+
 def auth_failure_of(client: object | None) -> str | None:
     """The authentication failure pending in `client`'s events, if any (admin clients and producers only: a
-    consumer's poll would take a record). Only events served by this call count, so another client's failure
-    is never blamed on this one."""
+    consumer's poll would take a record). Only events served by this call, or kept for this very client by
+    `client_error_cb`, count, so another client's failure is never blamed on this one."""
     poll = getattr(client, "poll", None)
     if client is None or hasattr(client, "subscribe") or not callable(poll):
         return None
@@ -63,7 +81,10 @@ def auth_failure_of(client: object | None) -> str | None:
     except Exception:  # diagnosing must never hide the original failure
         return None
     with _auth_lock:
-        return _last_auth_failure[0] if _last_auth_failure else None
+        if _last_auth_failure:
+            return _last_auth_failure[0]
+    own = getattr(client, AUTH_FAILURES_ATTR, None)
+    return own[-1] if own else None
 
 
 class KafkaOperationError(MirrorflowError):

@@ -26,6 +26,7 @@ from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, 
 from confluent_kafka.admin import AdminClient
 
 from mirrorflow.core.errors import MirrorflowError
+from mirrorflow.kafka.client_logs import with_logger
 from mirrorflow.kafka.errors import KafkaOperationError, error_code
 
 _SETTINGS_ATTR = "_mirrorflow_settings"
@@ -108,7 +109,7 @@ def fetch_committed(
         "enable.auto.offset.store": False,
         "isolation.level": "read_uncommitted",  # never wait for stable offsets (module docstring)
     }
-    consumer = Consumer(conf)
+    consumer = Consumer(with_logger(conf))
     unstable = False
     try:
         while True:

@@ -5,22 +5,26 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import KafkaError, TopicPartition
+from confluent_kafka.admin import NewTopic
+
+from mirrorflow.kafka.clients import admin_client
+from mirrorflow.kafka.clients import consumer as make_consumer
+from mirrorflow.kafka.clients import producer as make_producer
 
 Record = tuple[bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...], int]
 
 
 def produce_orders(bootstrap: str, topic: str, *, count: int, partitions: int) -> int:
     """`count` order events over `partitions` partitions: keys, JSON values, headers, some tombstones."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = admin_client({"bootstrap.servers": bootstrap})
     for future in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
         try:
             future.result()
         except Exception as err:  # an existing topic is fine for a re-run
             if "TOPIC_ALREADY_EXISTS" not in str(err):
                 raise
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    producer = make_producer({"bootstrap.servers": bootstrap}, **{"enable.idempotence": True})
     now = int(time.time() * 1000)
     for i in range(count):
         key = f"customer-{i % 97}".encode()
@@ -35,14 +39,7 @@ def produce_orders(bootstrap: str, topic: str, *, count: int, partitions: int) -
 
 def consume_group(bootstrap: str, topic: str, group: str, *, count: int) -> int:
     """Consume `count` records in group `group` and commit, leaving a position to translate later."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": group,
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-        }
-    )
+    consumer = make_consumer({"bootstrap.servers": bootstrap}, **{"group.id": group, "auto.offset.reset": "earliest"})
     consumer.subscribe([topic])
     seen = 0
     deadline = time.monotonic() + 60
@@ -59,8 +56,8 @@ def consume_group(bootstrap: str, topic: str, group: str, *, count: int) -> int:
 
 def read_topic(bootstrap: str, topic: str, timeout_s: float = 30.0) -> dict[int, list[Record]]:
     """Every committed record of `topic` by partition, in order (empty if the topic does not exist)."""
-    consumer: Any = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "mirrorflow-check", "enable.partition.eof": True}
+    consumer: Any = make_consumer(
+        {"bootstrap.servers": bootstrap}, **{"group.id": "mirrorflow-check", "enable.partition.eof": True}
     )
     try:
         metadata = consumer.list_topics(topic, timeout=10).topics.get(topic)

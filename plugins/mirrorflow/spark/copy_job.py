@@ -33,6 +33,7 @@ from mirrorflow.replication.copy_task import CopyResult, CopyTask
 from mirrorflow.replication.discovery import FlowPlan, discover
 from mirrorflow.replication.flow_clients import FlowClients
 from mirrorflow.replication.group_sync import sync_group_offsets
+from mirrorflow.spark.quiet import quiet_driver_conf, spark_log_level
 
 # Retries per task when the master is local (local[N] alone never retries; see docs/copy.md).
 LOCAL_TASK_ATTEMPTS = 3
@@ -56,13 +57,17 @@ def spark_session(master: str, app_name: str) -> SparkSession:
         # Local executors must run this interpreter (where mirrorflow and confluent-kafka are installed), not
         # whatever `python3` is first on PATH; an in-process SparkContext reads only the environment for it.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    return (
+    for key, value in quiet_driver_conf().items():  # read when pyspark launches the driver JVM, before its banner
+        builder = builder.config(key, value)
+    spark = (
         builder.config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.task.maxFailures", str(LOCAL_TASK_ATTEMPTS))
         .config("spark.python.worker.reuse", "true")
         .getOrCreate()
     )
+    spark.sparkContext.setLogLevel(spark_log_level())  # a session whose JVM was already running (spark-submit)
+    return spark
 
 
 Runtime = dict[str, str]
