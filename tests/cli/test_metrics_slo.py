@@ -39,6 +39,8 @@ def config_text(kafka_clusters: LocalClusters, topic: str, targets: str) -> str:
         f"A.bootstrap.servers = {kafka_clusters.bootstrap('A')}\n"
         f"B.bootstrap.servers = {kafka_clusters.bootstrap('B')}\n"
         f"A->B.enabled = true\nA->B.topics = {topic}\n{targets}"
+        # The session's clusters are shared: other tests' heartbeats on A are not this flow's lag.
+        "A->B.heartbeats.replication.enabled = false\n"
         "replication.factor = 1\ncheckpoints.topic.replication.factor = 1\n"
         "heartbeats.topic.replication.factor = 1\noffset-syncs.topic.replication.factor = 1\n"
         "admin.timeout.ms = 30000\n"
