@@ -31,6 +31,7 @@ from airflow.providers.standard.operators.python import PythonOperator
 from airflow.sdk import DAG, Param, get_parsing_context
 
 from mirrorflow.airflow.assets import runbook_asset
+from mirrorflow.airflow.drill_dag import DRILL_DAG_ID, build_drill_dag
 from mirrorflow.airflow.factory import CONFIG_ENV, START_DATE, config_file, repo_root
 from mirrorflow.config.loader import load_config
 from mirrorflow.core.errors import UsageError
@@ -52,10 +53,12 @@ ANNOUNCE_TASK = "announce"
 def register_failover_dags(
     globals_dict: MutableMapping[str, Any], config_path: str | Path | None = None
 ) -> dict[str, DAG]:
-    """Build `mirrorflow_failover` and `mirrorflow_failback` into `globals_dict`; returns them by id."""
+    """Build `mirrorflow_failover` and `mirrorflow_failback` (and `mirrorflow_drill` when a flow sets
+    `mirrorflow.drill.schedule`) into `globals_dict`; returns them by id."""
     only = get_parsing_context().dag_id
     wanted = [d for d in DIRECTIONS if only is None or only == f"mirrorflow_{d}"]
-    if not wanted:  # a worker parsing for a flow DAG: nothing to build here
+    drill = only is None or only == DRILL_DAG_ID
+    if not wanted and not drill:  # a worker parsing for a flow DAG: nothing to build here
         return {}
     repo = repo_root(globals_dict.get("__file__"))
     path = config_file(config_path, repo)
@@ -68,6 +71,9 @@ def register_failover_dags(
     aliases = sorted(config.clusters)
     step_timeout = dt.timedelta(seconds=max((f.runbook_step_timeout_seconds for f in config.flows), default=1800))
     dags = {f"mirrorflow_{d}": build_runbook_dag(d, str(path), aliases, repo, step_timeout) for d in wanted}
+    drill_dag = build_drill_dag(config, str(path)) if drill else None
+    if drill_dag is not None:
+        dags[DRILL_DAG_ID] = drill_dag
     globals_dict.update(dags)
     return dags
 

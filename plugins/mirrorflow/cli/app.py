@@ -22,6 +22,7 @@ def _register() -> None:
     from mirrorflow.cli import (
         audit_cmd,
         convert_cmd,
+        drill_cmd,
         failover_cmd,
         local_cmd,
         metrics_cmd,
@@ -35,6 +36,7 @@ def _register() -> None:
 
     validate_cmd.register(app)
     convert_cmd.register(app)
+    drill_cmd.register(app)
     local_cmd.register(app)
     plan_cmd.register(app)
     run_cmd.register(app)

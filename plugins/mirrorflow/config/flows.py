@@ -29,7 +29,8 @@ from mirrorflow.core.patterns import PatternError, compile_patterns, parse_list
 
 _REPLICATION_FACTORS = [k for k in TYPED_FIELDS.values() if k.endswith("replication.factor")]
 _POSITIVE = [k for k in TYPED_FIELDS.values() if k.endswith((".seconds", ".ms"))] + [
-    "mirrorflow.copy.partitions.per.task"
+    "mirrorflow.copy.partitions.per.task",
+    "mirrorflow.drill.history",
 ]
 CLIENT_ROLES: list[tuple[str, Side, Role]] = [
     ("source_consumer", "source", "consumer"),

@@ -263,6 +263,11 @@ MIRRORFLOW_FLOW_KEYS: dict[str, KeySpec] = {
         KeySpec("mirrorflow.airflow.execution.timeout.seconds", "long", "900"),
         KeySpec("mirrorflow.airflow.failure.notifier", "string", None),
         KeySpec("mirrorflow.runbook.step.timeout.seconds", "long", "1800"),
+        # DR drills (replication/failover/drill.py): no schedule, no drill DAG.
+        KeySpec("mirrorflow.drill.schedule", "string", None),
+        KeySpec("mirrorflow.drill.fence", "enum", "acl", choices=("acl", "command", "none"), case_insensitive=True),
+        KeySpec("mirrorflow.drill.fence.command", "string", None),
+        KeySpec("mirrorflow.drill.history", "int", "20"),
         # Replication SLOs (replication/slo.py): unset means the flow has no such objective.
         KeySpec("mirrorflow.rpo.target.seconds", "double", None),
         KeySpec("mirrorflow.lag.target.records", "long", None),

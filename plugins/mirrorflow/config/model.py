@@ -80,6 +80,10 @@ TYPED_FIELDS: dict[str, str] = {
     "airflow_retry_delay_seconds": "mirrorflow.airflow.retry.delay.seconds",
     "airflow_execution_timeout_seconds": "mirrorflow.airflow.execution.timeout.seconds",
     "runbook_step_timeout_seconds": "mirrorflow.runbook.step.timeout.seconds",
+    "drill_schedule": "mirrorflow.drill.schedule",
+    "drill_fence": "mirrorflow.drill.fence",
+    "drill_fence_command": "mirrorflow.drill.fence.command",
+    "drill_history": "mirrorflow.drill.history",
     "airflow_failure_notifier": "mirrorflow.airflow.failure.notifier",
     "rpo_target_seconds": "mirrorflow.rpo.target.seconds",
     "lag_target_records": "mirrorflow.lag.target.records",
@@ -180,6 +184,12 @@ class Flow(BaseModel):
     airflow_execution_timeout_seconds: int = 900
     """The longest a one-shot control-plane task (discover, topic/config/ACL sync) may run."""
     runbook_step_timeout_seconds: int = 1800
+    drill_schedule: str | None = None
+    """When `mirrorflow_drill` rehearses this flow's failover (an Airflow schedule); None: no drill DAG."""
+    drill_fence: str = "acl"
+    drill_fence_command: str | None = None
+    drill_history: int = 20
+    """Drill reports kept per pair (rotating keys of the runbook topic)."""
     """The longest one task of the failover/failback DAG may run (its `execution_timeout`): a step blocked on an
     unreachable cluster fails, to be cleared and resumed, instead of holding the runbook; the DAG takes the
     longest of its flows' values."""

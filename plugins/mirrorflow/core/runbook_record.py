@@ -32,6 +32,7 @@ RUNBOOK_TOPIC = "mirrorflow-runbook.internal"
 RUNBOOK = "runbook"
 REPORT = "report"
 PAUSE = "pause"
+DRILL = "drill"
 RECORD_VERSION = 1
 KEPT_RUNS = 20
 """DAG runs kept per direction and pair (state and report); older finished ones are deleted when a run starts."""
@@ -76,6 +77,15 @@ def pause_applies(parts: list[str], source: str, target: str, target_id: str, so
     and the source's id ours or unknown on either side. With the source's id unknown (it does not answer), a
     marker written with any id applies: pausing too much is the safe side."""
     return len(parts) == 5 and parts[:4] == [PAUSE, source, target, target_id] and same_source(parts[4], source_id)
+
+
+def drill_key(source: str, target: str, holder_id: str, slot: int) -> bytes:
+    """One of the rotating slots that keep a pair's last drills (`replication/failover/drill.py`)."""
+    return _key([DRILL, source, target, holder_id, str(slot)])
+
+
+def is_drill_of(parts: list[str], source: str, target: str, holder_id: str) -> bool:
+    return len(parts) == 5 and parts[:4] == [DRILL, source, target, holder_id]
 
 
 def same_source(stored: str, now: str) -> bool:
