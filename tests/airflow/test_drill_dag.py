@@ -44,6 +44,12 @@ def test_a_drill_fails_loudly_keeps_its_report_then_passes_once_failback_is_arme
         assert report["passed"] is True and checks(report) == {"groups": True, "fence": True, "reverse": True}
     kept_now = history(str(config), "A->B")
     assert [r["seq"] for r in kept_now] == [kept["seq"] + 1, kept["seq"] + 2], "two slots: the oldest overwritten"
+    # The dashboard's card for the flow carries the newest drill.
+    from mirrorflow.airflow.dashboard import flow_summary
+    from mirrorflow.config.loader import load_config
+
+    card = flow_summary(load_config(config).flow("A->B"), 30.0)
+    assert card["last_drill"]["passed"] is True and card["last_drill"]["at_ms"] == kept_now[-1]["at_ms"], card
 
 
 def test_without_a_usable_fence_the_drill_fails(airflow_db: None, live_flow: Any) -> None:

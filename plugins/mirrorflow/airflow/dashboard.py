@@ -33,6 +33,7 @@ from mirrorflow.airflow.factory import config_file, env_clusters, repo_root
 from mirrorflow.config.loader import load_config
 from mirrorflow.config.model import Flow
 from mirrorflow.core.errors import UsageError
+from mirrorflow.replication.failover.drill import last_drill
 from mirrorflow.replication.flow_health import UNREACHABLE, flow_health, flow_state
 from mirrorflow.replication.metrics import PartitionView, flow_views
 from mirrorflow.replication.slo import FlowSlo, flow_slo
@@ -106,6 +107,7 @@ def flow_summary(flow: Flow, timeout_s: float) -> dict[str, Any]:
         views = flow_views(live, timeout_s=timeout_s)
         health = flow_health(live, timeout_s=timeout_s)
         slo = flow_slo(live, views, timeout_s=timeout_s)
+        drill = last_drill(live, timeout_s) if live.drill_schedule else None
     except Exception as err:  # one flow's clusters being down must not blank the page
         log.warning("dashboard: flow %s: %s", flow.name, err)
         return row | {"state": UNREACHABLE, "error": str(err)[:ERROR_CHARS], "partitions": []}
@@ -113,6 +115,7 @@ def flow_summary(flow: Flow, timeout_s: float) -> dict[str, Any]:
         "state": flow_state(live, views, health),
         "error": None,
         "slo": slo_row(slo),
+        "last_drill": drill,
         "heartbeat_age_s": health.heartbeat_age_s,
         "checkpoint_age_s": health.checkpoint_age_s,
         "lag_records": sum(v.lag_records for v in views),

@@ -27,6 +27,7 @@ h1{font-size:20px;margin:0 0 4px}
 .s-unreachable{background:#b42318}
 .flow.breached{border:2px solid #b42318;background:#fef3f2}
 .slo{font-weight:600;color:#2f855a}.breached .slo{color:#b42318}
+.drill{color:#2f855a}.drill.failed{color:#b42318;font-weight:600}
 .facts{display:flex;gap:18px;flex-wrap:wrap;margin:8px 0}
 .facts div b{display:block;font-size:16px}
 table{border-collapse:collapse;margin-top:8px}
@@ -105,6 +106,12 @@ function card(f, now) {
     box.dataset.slo = f.slo.breached ? "breached" : "ok";
     if (f.slo.breached) box.classList.add("breached");
     box.append(el("div", {class: "slo"}, sloText(f.slo)));
+  }
+  if (f.last_drill) {
+    const d = f.last_drill;
+    box.dataset.drill = d.passed ? "passed" : "failed";
+    box.append(el("div", {class: d.passed ? "drill" : "drill failed"}, "last DR drill " + hhmm(d.at_ms) + ": " +
+      (d.passed ? "passed" : "FAILED (" + d.failed.join(", ") + ")")));
   }
   box.append(el("div", {class: "facts"}, fact("lag", f.lag_records + " records"),
     fact("oldest uncopied", secs(f.lag_seconds)), fact("heartbeat age", secs(f.heartbeat_age_s)),

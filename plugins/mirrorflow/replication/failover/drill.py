@@ -136,6 +136,18 @@ def history(config_path: str, flow_name: str, clusters: list[str] | None = None)
         return _history(flow, clients, cluster_id(clients.target_admin, flow.target, clients.timeout_s))
 
 
+def last_drill(flow: Flow, timeout_s: float) -> dict[str, Any] | None:
+    """The newest kept drill of `flow` in a few fields (the dashboard's card), or None when none was kept."""
+    with FlowClients(flow) as clients:
+        clients.timeout_s = min(clients.timeout_s, timeout_s)
+        kept = _history(flow, clients, cluster_id(clients.target_admin, flow.target, clients.timeout_s))
+    if not kept:
+        return None
+    newest = kept[-1]
+    failed = [str(c["name"]) for c in newest.get("checks", []) if not c.get("passed")]
+    return {"at_ms": newest.get("at_ms"), "passed": bool(newest.get("passed")), "failed": failed}
+
+
 def render(report: dict[str, Any]) -> str:
     when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(int(report["at_ms"]) / 1000))
     lines = [f"drill {report['flow']} at {when}: {'PASSED' if report['passed'] else 'FAILED'}"]
