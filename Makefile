@@ -68,7 +68,7 @@ test: lint browser postgres promtool
 # copy executors and Spark drivers SIGKILLed, source and target brokers restarted, an Airflow retry, and the
 # network cuts when their tests exist.
 FAULT_TESTS := tests/replication/test_copy_faults.py tests/replication/test_faults_brokers.py \
-	tests/replication/test_faults_group_offsets.py \
+	tests/replication/test_faults_group_offsets.py tests/replication/test_soak.py \
 	tests/spark/test_faults_driver.py tests/airflow/test_faults_retry.py \
 	$(wildcard tests/replication/test_faults_network.py)
 test-faults: setup
