@@ -63,8 +63,7 @@ def plan_copy(
     size_limits: Mapping[str, int] | None = None,
 ) -> list[CopyTask]:
     """The copy tasks of one run; `interval` copies up to the source end seen now, else runs `run_seconds`.
-    `identities` ({source topic: (source topic ID, remote topic ID)}) and `size_limits` ({remote topic:
-    max.message.bytes}) are looked up when not given."""
+    `identities` ({source: (its ID, remote ID)}) and `size_limits` ({remote: max.message.bytes}): looked up if None."""
     exactly_once = flow.delivery == "exactly-once"
     if identities is None:
         identities = planned_identities(flow, topics)
