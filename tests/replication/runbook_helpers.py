@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from mirrorflow.config.model import Flow
-from mirrorflow.core.runbook_record import RUNBOOK_TOPIC, decode_key, decode_value
+from mirrorflow.core.runbook_record import DRILL, RUNBOOK_TOPIC, decode_key, decode_value
 from mirrorflow.kafka.runbook_store import read_latest
 from mirrorflow.replication.failover.kafka_state import unpause
 from mirrorflow.replication.flow_clients import FlowClients
@@ -36,12 +36,13 @@ def mirrorflow(cwd: Path, *args: str, timeout: float = 300) -> subprocess.Comple
 
 
 def runbook_records(flow: Flow) -> dict[tuple[str, ...], dict[str, Any]]:
-    """Every record of the runbook topic on the flow's target, by decoded key, read independently of the store."""
+    """Every runbook and pause record of the runbook topic on the flow's target, by decoded key, read independently
+    of the store (drill reports, kept in the same topic by the drill tests on the shared clusters, are left out)."""
     latest = read_latest(flow.target, flow.target_admin.librdkafka(), RUNBOOK_TOPIC, 30)
     found: dict[tuple[str, ...], dict[str, Any]] = {}
     for key, value in latest.items():
         parts = decode_key(key)
-        if parts is not None:
+        if parts is not None and parts[0] != DRILL:
             found[tuple(parts)] = decode_value(value, RUNBOOK_TOPIC)
     return found
 
