@@ -17,7 +17,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import NewTopic
 
+from mirrorflow.airflow.dag_ids import flow_dag_id
 from mirrorflow.config.loader import load_config
 from mirrorflow.core.checkpoint import Checkpoint
 from mirrorflow.core.heartbeat import Heartbeat
@@ -142,8 +143,75 @@ def test_plugin_registers_the_app_and_the_nav_view() -> None:
 
     [entry] = MirrorflowPlugin.fastapi_apps
     assert entry["url_prefix"] == "/mirrorflow"
-    [view] = MirrorflowPlugin.external_views
-    assert (view["name"], view["destination"], view["href"]) == ("Replication", "nav", "mirrorflow/")
+    [view] = [v for v in MirrorflowPlugin.external_views if v["destination"] == "nav"]
+    assert (view["name"], view["href"]) == ("Replication", "mirrorflow/")
+
+
+@pytest.fixture
+def per_dag_token(airflow_db: None, monkeypatch: pytest.MonkeyPatch) -> Callable[..., str]:
+    """`per_dag_token(username, *dag_ids)` -> the JWT of a viewer who may read only those DAGs (`general=True`: a
+    plain viewer), with `PerDagAuthManager` as the API server's auth manager for the test."""
+    from airflow.api_fastapi import app as api_app
+    from airflow.api_fastapi.auth.managers.simple.simple_auth_manager import SimpleAuthManager
+
+    class PerDagAuthManager(SimpleAuthManager):  # type: ignore[misc]
+        """SimpleAuthManager, except that the users in `readable` may read exactly their listed DAGs and no DAG in
+        general (as FAB's per-DAG `DAG:<id>` permissions allow); other users keep their role's access."""
+
+        readable: dict[str, frozenset[str]] = {}  # noqa: RUF012 (one manager per test)
+
+        def is_authorized_dag(self, *, method: str, user: Any, access_entity: Any = None, details: Any = None) -> bool:
+            if user.username not in self.readable:
+                allowed = super().is_authorized_dag(
+                    method=method, user=user, access_entity=access_entity, details=details
+                )
+                return bool(allowed)
+            return method == "GET" and details is not None and details.id in self.readable[user.username]
+
+    manager = PerDagAuthManager()
+    monkeypatch.setattr(api_app._AuthManagerState, "instance", manager)
+
+    from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
+
+    def token(username: str, *dag_ids: str, general: bool = False) -> str:
+        if not general:
+            manager.readable[username] = frozenset(dag_ids)
+        return str(manager.generate_jwt(SimpleAuthManagerUser(username=username, role="viewer")))
+
+    return token
+
+
+def test_data_api_shows_only_the_flows_whose_dag_the_user_may_read(
+    copied: dict[str, Any], per_dag_token: Callable[..., str]
+) -> None:
+    from fastapi.testclient import TestClient
+
+    client = TestClient(airflow_like_app())
+
+    def get(token: str, query: str = "") -> Any:
+        return client.get(f"/mirrorflow/api/flows{query}", headers={"Authorization": f"Bearer {token}"})
+
+    ab_dag, cb_dag = flow_dag_id("A", "B"), flow_dag_id("C", "B")
+    only_ab = get(per_dag_token("ab-reader", ab_dag, "some_other_dag"))
+    assert only_ab.status_code == 200, only_ab.text
+    assert [(f["flow"], f["dag_id"]) for f in only_ab.json()["flows"]] == [("A->B", ab_dag)]
+    # Nothing of the hidden flow: not its name, DAG, error or the address of its cluster C.
+    assert "C->B" not in only_ab.text and cb_dag not in only_ab.text and "127.0.0.1" not in only_ab.text
+    only_cb = get(per_dag_token("cb-reader", cb_dag))
+    assert [f["flow"] for f in only_cb.json()["flows"]] == ["C->B"]
+    # One Kafka read per cache interval, shared: both answers are cut from the same snapshot.
+    assert only_ab.json()["generated_ms"] == only_cb.json()["generated_ms"]
+    # The tab's filter narrows what the user may read, never widens it.
+    ab_reader = per_dag_token("ab-reader", ab_dag)
+    assert [f["flow"] for f in get(ab_reader, f"?dag_id={ab_dag}").json()["flows"]] == ["A->B"]
+    for hidden in (f"?dag_id={cb_dag}", "?flow=C->B", "?dag_id=no_such_dag"):
+        assert get(ab_reader, hidden).json()["flows"] == [], hidden
+
+    assert get(per_dag_token("reads-nothing")).status_code == 403
+    assert get(per_dag_token("reads-other-dags", "some_other_dag")).status_code == 403
+    # A viewer with no per-DAG list reads every DAG, so every flow.
+    viewer = get(per_dag_token("viewer", general=True))
+    assert sorted(f["flow"] for f in viewer.json()["flows"]) == ["A->B", "C->B"]
 
 
 def test_data_endpoint_needs_an_airflow_token(copied: dict[str, Any], tokens: dict[str, str]) -> None:
@@ -193,6 +261,29 @@ def test_airflow_api_server_serves_the_plugin_behind_its_auth(copied: dict[str, 
     client.cookies.set("_token", tokens["admin"])
     ok = client.get("/mirrorflow/api/flows")
     assert ok.status_code == 200 and {f["flow"] for f in ok.json()["flows"]} == {"A->B", "C->B"}
+
+
+def test_each_dag_gets_a_replication_tab_that_opens_its_flow(copied: dict[str, Any], tokens: dict[str, str]) -> None:
+    """The tab as Airflow's own plugins API lists it for the UI, followed as the UI does: `{DAG_ID}` replaced by
+    the URL-encoded DAG id, the href taken relative to the UI's `<base href>` (the API server's root)."""
+    from urllib.parse import quote, urljoin, urlsplit
+
+    from airflow.api_fastapi.app import create_app
+    from fastapi.testclient import TestClient
+
+    client = TestClient(create_app())
+    client.cookies.set("_token", tokens["admin"])
+    plugins = client.get("/api/v2/plugins")
+    assert plugins.status_code == 200, plugins.text
+    [plugin] = [p for p in plugins.json()["plugins"] if p["name"] == "mirrorflow"]
+    [tab] = [v for v in plugin["external_views"] if v["destination"] == "dag"]
+    assert tab["name"] == "Replication" and "{DAG_ID}" in tab["href"]
+    dag = flow_dag_id("A", "B")
+    page_url = urlsplit(urljoin("/", tab["href"].replace("{DAG_ID}", quote(dag, safe=""))))
+    assert client.get(page_url.path).status_code == 200
+    # What the page's script asks for: `api/flows` beside it, with the page's own query.
+    data = client.get(urljoin(page_url.path, "api/flows") + "?" + page_url.query).json()
+    assert [f["flow"] for f in data["flows"]] == ["A->B"] and data["filter"]["dag_id"] == dag
 
 
 def test_metrics_serve_exports_heartbeat_and_checkpoint_age(copied: dict[str, Any]) -> None:
@@ -266,6 +357,11 @@ def test_browser_shows_real_lag(server: str, copied: dict[str, Any], tokens: dic
             assert driver.find_elements(By.CSS_SELECTOR, "[data-flow='A->B'] svg rect")
             driver.save_screenshot(str(screenshot))
             card.screenshot(str(slo_screenshot))
+            # The DAG tab's address: the page shows that DAG's flow only, and links to all flows.
+            driver.get(f"{server}/mirrorflow/?dag_id={flow_dag_id('A', 'B')}")
+            wait.until(lambda d: d.find_elements(By.ID, "all-flows"))
+            assert [c.get_attribute("data-flow") for c in driver.find_elements(By.CSS_SELECTOR, ".flow")] == ["A->B"]
+            assert driver.find_element(By.ID, "status").text.startswith(f"1 flow(s) of {flow_dag_id('A', 'B')}")
         finally:
             driver.quit()
     assert screenshot.stat().st_size > 10_000 and slo_screenshot.stat().st_size > 5_000

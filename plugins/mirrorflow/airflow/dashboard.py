@@ -1,9 +1,10 @@
 """The Replication dashboard: a FastAPI app the Airflow plugin mounts at `/mirrorflow`, shown in the UI's nav.
 
 The page (`/mirrorflow/`) is a static shell; its data comes from `/mirrorflow/api/flows`, which answers only to
-an Airflow identity allowed to read DAGs: the JWT the UI keeps in its `_token` cookie (sent by the browser with
-the page's same-origin fetch) or an `Authorization: Bearer` token from `POST /auth/token`. Airflow leaves plugin
-apps unauthenticated, so the dependency below reuses the API server's own `get_user` to validate the token.
+an Airflow identity: the JWT the UI keeps in its `_token` cookie (sent by the browser with the page's same-origin
+fetch) or an `Authorization: Bearer` token from `POST /auth/token`. Airflow leaves plugin apps unauthenticated, so
+the endpoint reuses the API server's own `get_user` to validate the token, then shows only the flows whose DAG the
+user may read (`dashboard_auth`). `?dag_id=` (what each flow DAG's Replication tab passes) or `?flow=` narrows it.
 
 The flows are those the DAG factory builds (`MIRRORFLOW_CONFIG`, `MIRRORFLOW_CLUSTERS`). Each is read from its
 clusters on request (cached a few seconds, flows in parallel, short timeouts): nothing is stored in Airflow's
@@ -24,10 +25,12 @@ from typing import Annotated, Any
 from airflow.api_fastapi.app import get_auth_manager
 from airflow.api_fastapi.auth.managers.models.base_user import BaseUser
 from airflow.api_fastapi.core_api.security import get_user
-from fastapi import Depends, FastAPI, HTTPException, Request, status
+from fastapi import Depends, FastAPI, Request
 from fastapi.responses import HTMLResponse
 
 from mirrorflow.airflow.connections import with_connections
+from mirrorflow.airflow.dag_ids import flow_dag_id
+from mirrorflow.airflow.dashboard_auth import visible_flows
 from mirrorflow.airflow.dashboard_page import render_page
 from mirrorflow.airflow.factory import config_file, env_clusters, repo_root
 from mirrorflow.config.loader import load_config
@@ -44,13 +47,6 @@ URL_PREFIX = "/mirrorflow"
 TIMEOUT_ENV = "MIRRORFLOW_DASHBOARD_TIMEOUT_S"
 CACHE_S = 5.0
 ERROR_CHARS = 300
-
-
-def require_reader(user: Annotated[BaseUser, Depends(get_user)]) -> BaseUser:
-    """An authenticated Airflow user (401/403 from `get_user` otherwise) who may read DAGs (403 otherwise)."""
-    if not get_auth_manager().is_authorized_dag(method="GET", user=user):
-        raise HTTPException(status.HTTP_403_FORBIDDEN, "reading Mirrorflow flows needs read access to DAGs")
-    return user
 
 
 def load_flows() -> tuple[list[Flow], str | None]:
@@ -101,7 +97,12 @@ def slo_row(slo: FlowSlo) -> dict[str, Any] | None:
 
 def flow_summary(flow: Flow, timeout_s: float) -> dict[str, Any]:
     """One flow's card: state, ages, throughput and partitions; an unreachable flow carries its error only."""
-    row: dict[str, Any] = {"flow": flow.name, "source": flow.source, "target": flow.target}
+    row: dict[str, Any] = {
+        "flow": flow.name,
+        "dag_id": flow_dag_id(flow.source, flow.target),
+        "source": flow.source,
+        "target": flow.target,
+    }
     try:
         live = with_connections(flow)
         views = flow_views(live, timeout_s=timeout_s)
@@ -134,7 +135,8 @@ def gather(flows: Sequence[Flow], timeout_s: float) -> list[dict[str, Any]]:
 
 
 class _Cache:
-    """The last answer for `CACHE_S`: many open pages polling must not multiply the reads on the clusters."""
+    """The last snapshot of every flow for `CACHE_S`: many open pages polling must not multiply the reads on the
+    clusters. It is shared by all users; each request then keeps only the flows its user may read."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -159,8 +161,10 @@ def create_app() -> FastAPI:
     cache = _Cache()
 
     @app.get("/api/flows")
-    def api_flows(_user: Annotated[BaseUser, Depends(require_reader)]) -> dict[str, Any]:
-        return cache.get(snapshot)
+    def api_flows(
+        user: Annotated[BaseUser, Depends(get_user)], dag_id: str | None = None, flow: str | None = None
+    ) -> dict[str, Any]:
+        return visible_flows(cache.get(snapshot), user, dag_id=dag_id, flow=flow)
 
     @app.get("/", response_class=HTMLResponse)
     def page(request: Request) -> HTMLResponse:

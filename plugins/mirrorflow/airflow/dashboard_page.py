@@ -2,6 +2,8 @@
 
 It holds no data: the script polls `api/flows` (relative, so it works under any `[api] base_url`) with the
 browser's Airflow session cookie and draws what comes back. Values are put into the DOM as text, never as HTML.
+The page's own query (`?dag_id=` from a flow DAG's Replication tab, or `?flow=`) is passed on to `api/flows`,
+which narrows the answer to that flow; the page then says so and links to all flows.
 While the page is open it keeps a history of each flow's total lag and draws it beside the per-partition bars.
 """
 
@@ -130,15 +132,22 @@ function card(f, now) {
 async function poll() {
   const status = document.getElementById("status"), out = document.getElementById("flows");
   try {
-    const r = await fetch("api/flows", {credentials: "same-origin", headers: {Accept: "application/json"}});
+    const r = await fetch("api/flows" + location.search,
+      {credentials: "same-origin", headers: {Accept: "application/json"}});
     if (r.status === 401 || r.status === 403) {
-      status.replaceChildren("Not signed in to Airflow (HTTP " + r.status + "). ",
+      status.replaceChildren((r.status === 401 ? "Not signed in to Airflow" :
+        "Not allowed to read any Mirrorflow flow's DAG") + " (HTTP " + r.status + "). ",
         el("a", {href: LOGIN, target: "_top"}, "Log in"));
       return;
     }
     if (!r.ok) throw new Error("HTTP " + r.status);
-    const data = await r.json();
-    status.textContent = data.flows.length + " flow(s), read " + new Date(data.generated_ms).toLocaleTimeString();
+    const data = await r.json(), only = data.filter && (data.filter.dag_id || data.filter.flow);
+    status.textContent = data.flows.length + " flow(s)" + (only ? " of " + only : "") + ", read " +
+      new Date(data.generated_ms).toLocaleTimeString();
+    if (only) {
+      if (!data.flows.length) status.append(el("div", {}, "No flow you may read matches " + only + "."));
+      status.append(" ", el("a", {href: "./", id: "all-flows"}, "all flows"));
+    }
     if (data.error) status.append(el("div", {class: "err"}, data.error));
     out.replaceChildren(...data.flows.map(f => card(f, data.generated_ms / 1000)));
     document.body.dataset.loaded = "1";
