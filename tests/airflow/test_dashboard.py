@@ -1,5 +1,6 @@
 """The Replication dashboard after a real copy on the session's clusters: its data endpoint answers only to
-Airflow's JWT (minted by the auth manager, as the UI's login does), and headless Chromium shows the real lag.
+Airflow's JWT (minted by the auth manager, as the UI's login does) and only with the flows whose DAG the user may
+read, each DAG's Replication tab opens the page on its flow, and headless Chromium shows the real lag.
 
 The copy leaves partition 0 of the topic 30 records behind, the oldest two minutes old; a fresh heartbeat and
 checkpoint are written for the pair; a second flow's source points at a closed port and must read unreachable.
