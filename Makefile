@@ -61,8 +61,11 @@ test-integration: setup
 	$(PY) -m pytest -m integration $(PYTEST_ARGS)
 
 # --durations prints the slowest tests, so a CI log shows what to move into test-faults when time runs short.
+# LONG_TRIALS run only in `make test-faults` (the soak's 5 minutes; `make soak` runs it for an hour); the soak's
+# verdict tests stay in `make test`.
+LONG_TRIALS := tests/replication/test_soak.py::test_five_minutes_of_continuous_replication
 test: lint browser postgres promtool
-	$(PY) -m pytest --durations=30 $(PYTEST_ARGS)
+	$(PY) -m pytest --durations=30 $(foreach t,$(LONG_TRIALS),--deselect=$(t)) $(PYTEST_ARGS)
 
 # The fault matrix with the full trials (`make test` runs a CI-sized version of each; docs/reliability.md):
 # copy executors and Spark drivers SIGKILLed, source and target brokers restarted, an Airflow retry, and the

@@ -38,6 +38,7 @@ import pytest  # noqa: E402
 from confluent_kafka import Consumer, Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient  # noqa: E402
 from tests.kafka_helpers import KafkaKit  # noqa: E402
+from tests.spark.standalone import Standalone, standalone_cluster  # noqa: E402
 
 from mirrorflow.kafka.client_logs import with_logger  # noqa: E402
 from mirrorflow.kafka.clients import admin_client  # noqa: E402
@@ -178,3 +179,12 @@ def schema_registries(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tupl
     finally:
         for server in servers:
             server.stop()
+
+
+@pytest.fixture(scope="session")
+def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalone]:
+    """A real Spark standalone cluster (tests/spark/standalone.py): a master and one worker of 4 cores, so two
+    flows of two cores each fill it (tests/spark/test_standalone_sizing.py), and 2 GiB for executors. Started
+    once per session, only by the tests that ask for it."""
+    with standalone_cluster(tmp_path_factory.mktemp("spark-standalone"), cores=4, memory="2g") as cluster:
+        yield cluster

@@ -189,6 +189,8 @@ def test_compose_has_the_stack_the_issue_asks_for(services: dict[str, dict[str, 
     assert len(kafka) == 2 and {services[k]["image"] for k in kafka} == {"apache/kafka:4.3.1"}
     assert any("deploy.master.Master" in c for c in commands.values())
     assert any("deploy.worker.Worker spark://spark-master:7077" in c for c in commands.values())
+    # An uncapped application must not take the whole shared master (flows' copies cap their own cores).
+    assert "-Dspark.deploy.defaultCores=" in services["spark-master"]["environment"]["SPARK_MASTER_OPTS"]
     assert "mirrorflow metrics serve" in commands["metrics"]
     for name, service in services.items():
         env = service.get("environment", {})

@@ -24,6 +24,8 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
+from tests.kafka_helpers import read_partition
+from tests.spark.standalone import Standalone
 
 from mirrorflow.core.checkpoint import Checkpoint
 from mirrorflow.kafka.client_logs import with_logger
@@ -251,3 +253,56 @@ def test_clients_without_credentials_are_refused(secured: Secured) -> None:
         admin = admin_client({"bootstrap.servers": clusters.bootstrap(alias), "security.protocol": "PLAINTEXT"})
         with pytest.raises(KafkaException):
             admin.list_topics(timeout=5)
+
+
+def test_credentials_from_an_airflow_connection_reach_the_copy_on_a_standalone_cluster(
+    secured: Secured,
+    standalone: Standalone,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """The SCRAM password is only in the Airflow connection (the file's is wrong), and the copy runs on a real
+    `spark://` master: the driver gets the connection's settings from the task, the executors the clients it
+    built, and nothing the task prints shows a secret."""
+    from mirrorflow.airflow.spark import MirrorflowCopyOperator
+    from mirrorflow.airflow.tasks import load_flow
+    from mirrorflow.replication.flow_cycle import run_control_plane
+
+    topic = f"sec-spark-{uuid.uuid4().hex[:8]}"
+    admin = admin_client(secured.conf("scram"))  # kept: a collected client cancels its pending calls
+    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(60)
+    producer = Producer(with_logger(secured.conf("scram")))
+    for i in range(100):
+        producer.produce(topic, value=f"v{i}".encode(), partition=i % 2)
+    assert producer.flush(60) == 0
+    wrong = f"mfwrong{uuid.uuid4().hex}"
+    body = flow_body(topic, "g-none").replace("scram->tls.mirrorflow.spark.master = local[2]\n", "")
+    config = tmp_path / "conn.properties"
+    config.write_text(secured.mm2_text(body + "scram.mirrorflow.connection = kafka_scram\n", scram_password=wrong))
+    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_SCRAM", json.dumps({"conn_type": "kafka", "extra": secured.conf("scram")}))
+    monkeypatch.setenv("AIRFLOW_CONN_MIRRORFLOW_SPARK", json.dumps({"conn_type": "spark", "host": standalone.master}))
+    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
+    run_control_plane(load_flow(str(config), "scram->tls"))
+    operator = MirrorflowCopyOperator(
+        task_id="copy",
+        application=str(Path(__file__).resolve().parents[2] / "spark_jobs" / "mirrorflow_copy.py"),
+        config_path=str(config),
+        flow_name="scram->tls",
+        clusters=None,
+        copy_mode="interval",
+        run_seconds=60,
+        spark_master="local[*]",
+        explicit_master=False,
+    )
+    result = operator.execute({})
+    assert result is not None
+    assert (result["records"], result["master"]) == (100, standalone.master), result
+    remote = Consumer(with_logger({**secured.conf("tls"), "group.id": f"check-{topic}", "enable.partition.eof": True}))
+    try:
+        copied = sum(len(read_partition(remote, f"scram.{topic}", p)) for p in range(2))
+    finally:
+        remote.close()
+    assert copied == 100
+    out, err = capfd.readouterr()
+    assert_no_secret([*secured.secrets, wrong], out, err)

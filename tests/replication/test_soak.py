@@ -1,4 +1,5 @@
-"""The soak of `make test` (150 s; five minutes in `make test-faults`, the hour in `make soak`; benchmarks/soak.py):
+"""The soak of `make test-faults` (five minutes; the hour in `make soak`; benchmarks/soak.py; `make test` runs only
+the verdict tests):
 `mirrorflow run` under a steady load keeps lag bounded, RSS, fds and processes flat, and the audit finds 0 lost
 and 0 duplicated. The verdict's arithmetic is unit-tested on made-up samples, so each criterion can fail."""
 
@@ -15,8 +16,8 @@ from typing import Any
 
 import pytest
 
-# CI-sized in `make test` (150 s: a minute of warm-up, then steady samples); `make test-faults` runs the five
-# minutes, `make soak` the hour.
+# Five minutes in `make test-faults` (MIRRORFLOW_FAULT_TRIALS set); 150 s when run by hand without it (a minute of
+# warm-up, then steady samples); `make soak` runs the hour.
 SECONDS = float(
     os.environ.get("MIRRORFLOW_SOAK_TEST_SECONDS") or ("300" if os.environ.get("MIRRORFLOW_FAULT_TRIALS") else "150")
 )

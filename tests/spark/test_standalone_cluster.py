@@ -15,11 +15,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
-import time
-import urllib.request
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +22,10 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from tests.kafka_helpers import KafkaKit, read_partition
+from tests.spark.standalone import BIN, Standalone
 
 from mirrorflow.config.loader import load_config
 from mirrorflow.local.cluster import LocalClusters
-from mirrorflow.local.process import free_ports, start_detached, stop_processes, tail
 from mirrorflow.local.properties import mm2_config_text
 from mirrorflow.replication.copy_plan import copyable, plan_copy
 from mirrorflow.replication.copy_setup import load_progress
@@ -41,76 +36,8 @@ from mirrorflow.spark.packaging import cluster_submit_args, package_py_files, pa
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
 PARTITIONS = 3
 PER_PARTITION = 200
-STARTUP_TIMEOUT_S = 240.0
-
-
-@dataclass(frozen=True)
-class Standalone:
-    master: str
-    work_dir: Path
-    logs: tuple[Path, ...]
-
-
-def daemon_command(tmp: Path, *args: str) -> list[str]:
-    """`spark-class` with a clean environment: nothing of the dev venv may leak to the executors' Python."""
-    env = {
-        "SPARK_LOCAL_IP": "127.0.0.1",
-        "SPARK_DAEMON_MEMORY": "256m",
-        "SPARK_CONF_DIR": str(tmp / "conf"),
-        "SPARK_LOG_DIR": str(tmp / "logs"),
-        "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
-    }
-    unset = ["PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "PYTHONPATH", "VIRTUAL_ENV"]
-    return [
-        "env",
-        *(f"-u{name}" for name in unset),
-        *(f"{k}={v}" for k, v in env.items()),
-        str(BIN / "spark-class"),
-        *args,
-    ]
-
-
-def master_state(web_port: int) -> dict[str, Any]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{web_port}/json/", timeout=5) as response:
-            state: dict[str, Any] = json.load(response)
-            return state
-    except OSError:
-        return {}
-
-
-@pytest.fixture(scope="module")
-def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalone]:
-    """A master and one worker (2 cores, 1 GiB for executors); both killed when the module's tests end."""
-    tmp = tmp_path_factory.mktemp("spark-standalone")
-    (tmp / "conf").mkdir()
-    work = tmp / "work"
-    port, master_web, worker_web = free_ports(3)
-    master = f"spark://127.0.0.1:{port}"
-    master_props, worker_props = tmp / "master.properties", tmp / "worker.properties"
-    master_props.write_text("spark.master.rest.enabled false\n")
-    worker_props.write_text("spark.worker.cleanup.enabled false\n")
-    master_log, worker_log = tmp / "master.out", tmp / "worker.out"
-    pids: list[tuple[int, str]] = []
-    try:
-        master_cmd = daemon_command(tmp, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1")
-        master_cmd += ["--port", str(port), "--webui-port", str(master_web), "--properties-file", str(master_props)]
-        pids.append((start_detached(master_cmd, cwd=tmp, output=master_log, tie_to_parent=True), str(master_props)))
-        worker_cmd = daemon_command(tmp, "org.apache.spark.deploy.worker.Worker", master, "--host", "127.0.0.1")
-        worker_cmd += ["--cores", "2", "--memory", "1g", "--work-dir", str(work), "--webui-port", str(worker_web)]
-        worker_cmd += ["--properties-file", str(worker_props)]
-        pids.append((start_detached(worker_cmd, cwd=tmp, output=worker_log, tie_to_parent=True), str(worker_props)))
-        deadline = time.monotonic() + STARTUP_TIMEOUT_S
-        while master_state(master_web).get("aliveworkers") != 1:
-            if time.monotonic() > deadline:
-                pytest.fail(f"no live worker after {STARTUP_TIMEOUT_S}s\n{tail(master_log)}\n{tail(worker_log)}")
-            time.sleep(1)
-        yield Standalone(master, work, (master_log, worker_log))
-    finally:
-        stop_processes(pids, timeout_s=30)
 
 
 @pytest.fixture(scope="module")
@@ -184,7 +111,7 @@ def test_the_copy_runs_on_a_standalone_cluster_with_shipped_code_and_env(
         "--summary-file",
         str(summary_file),
     )
-    logs = "\n".join(tail(log) for log in standalone.logs)
+    logs = standalone.log_tails()
     assert done.returncode == 0, f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}\n{logs}"
     summary = json.loads(summary_file.read_text())
     print(json.dumps(summary["executors"], indent=1))

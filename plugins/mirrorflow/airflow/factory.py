@@ -224,7 +224,11 @@ class _Factory:
                 run_seconds=flow.copy_run_seconds,
                 spark_master=flow.spark_master,
                 explicit_master="mirrorflow.spark.master" in flow.settings,
-                execution_timeout=loop_timeout + dt.timedelta(minutes=10) if continuous else None,
+                execution_timeout=(
+                    loop_timeout + dt.timedelta(minutes=10)
+                    if continuous
+                    else dt.timedelta(seconds=flow.copy_interval_timeout_seconds)
+                ),
             )
             loops = {"execution_timeout": loop_timeout}
             outlets = {"outlets": [checkpoints_asset(flow.name)]} if flow.emit_checkpoints_enabled else {}

@@ -28,10 +28,11 @@ from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-from mirrorflow.airflow.tasks import fail_fast, load_flow, skip_if_paused
+from mirrorflow.airflow.spark_sizing import submit_conf, timeout_message
+from mirrorflow.airflow.tasks import fail_fast, find_flow, load_flow, skip_if_paused
 from mirrorflow.config.overrides import CLUSTER_SETTINGS_ENV
 from mirrorflow.core.errors import MirrorflowError, UsageError
-from mirrorflow.spark.packaging import ARCHIVE_ALIAS, cluster_conf, is_standalone, package_py_files, packed_env
+from mirrorflow.spark.packaging import ARCHIVE_ALIAS, is_standalone, package_py_files, packed_env
 from mirrorflow.spark.quiet import quiet_driver_conf
 
 SPARK_CONN_ID = "mirrorflow_spark"
@@ -143,10 +144,26 @@ class MirrorflowCopyOperator(SparkSubmitOperator):
         self.clusters = list(clusters) if clusters else None
         self.spark_master = spark_master
         self.explicit_master = explicit_master
+        self._master_seen: str | None = None
         self.binary = kwargs.get("spark_binary") or "spark-submit"
+        self.copy_mode = copy_mode
 
     def execute(self, context: Any) -> dict[str, Any] | None:  # type: ignore[override]  # the totals go to XCom
-        return fail_fast(self._submit)(context)  # type: ignore[no-any-return]
+        from airflow.sdk.exceptions import AirflowTaskTimeout
+
+        try:
+            return fail_fast(self._submit)(context)  # type: ignore[no-any-return]
+        except AirflowTaskTimeout as err:  # Airflow's own says only "Timeout, PID: n"
+            self.on_kill()  # Airflow calls it too (task_runner); stopping first makes the message true either way
+            seconds = self.execution_timeout.total_seconds() if self.execution_timeout else 0.0
+            master = self._master_seen
+            raise AirflowTaskTimeout(timeout_message(self.flow_name, self.copy_mode, seconds, master)) from err
+
+    def on_kill(self) -> None:
+        """Kill spark-submit, and so free its application's cores; nothing to kill before it was started (the
+        provider's own on_kill would first build a hook, on a connection this task may have removed)."""
+        if self._hook is not None:
+            super().on_kill()
 
     def _submit(self, context: Any) -> dict[str, Any] | None:
         ti = context.get("ti") if hasattr(context, "get") else None
@@ -163,17 +180,19 @@ class MirrorflowCopyOperator(SparkSubmitOperator):
             spark_connection(SPARK_CONN_ID, self.spark_master, self.explicit_master, self.flow_name) as master,
             tempfile.TemporaryDirectory(prefix="mirrorflow-copy-") as tmp,
         ):
+            self._master_seen = master
             summary_file = Path(tmp) / "summary.json" if driver_is_here(master) else None
             self.application_args = [*base_args, "--master", master]
             if summary_file is not None:
                 self.application_args += ["--summary-file", str(summary_file)]
             self.env_vars = {**base_env, **self._job_env(master)}
+            flow = find_flow(self.config_path, self.flow_name, self.clusters)
+            self.conf = {**(base_ship[2] or {}), **submit_conf(flow, master)}
             if driver_is_here(master):
-                self.conf = quiet_driver_conf(base_ship[2])  # Spark's banner and INFO lines off the task log
+                self.conf = quiet_driver_conf(self.conf)  # Spark's banner and INFO lines off the task log
             if is_standalone(master):
                 self.py_files = ",".join(filter(None, [base_ship[0], str(package_py_files(Path(tmp)))]))
                 self._archives = ",".join(filter(None, [base_ship[1], f"{packed_env()}#{ARCHIVE_ALIAS}"]))
-                self.conf = {**(self.conf or {}), **cluster_conf()}
             self._hook = None
             try:
                 super().execute(context)
@@ -201,15 +220,18 @@ class MirrorflowCopyOperator(SparkSubmitOperator):
                     "or put Spark's bin directory on PATH"
                 )
         from mirrorflow.airflow.connections import cluster_settings
-        from mirrorflow.airflow.tasks import find_flow
 
         settings = cluster_settings(find_flow(self.config_path, self.flow_name, self.clusters))
         if settings:
-            if not is_local(master):
+            if not driver_is_here(master):
                 raise UsageError(
-                    f"flow {self.flow_name} takes credentials from Airflow connections, which Mirrorflow hands "
-                    f"to the Spark job only on a local master (here: {master}); give the Spark cluster the "
-                    "credentials through mm2.properties (${env:...} or ${file:...} references) instead"
+                    f"flow {self.flow_name} takes credentials from Airflow connections, which Mirrorflow hands to "
+                    "the Spark job through the driver's environment, so only where the driver runs in this task "
+                    f"(local and spark:// masters); on {master} Spark would pass them as configuration, shown in "
+                    "its UI and logs. Give the cluster the credentials through mm2.properties (${env:...} or "
+                    "${file:...} references resolved on the driver) instead"
                 )
+            # The driver runs in this task (client mode) and reads them from its environment; executors get the
+            # clients it builds inside their copy ranges, as they get credentials written in mm2.properties.
             env[CLUSTER_SETTINGS_ENV] = json.dumps(settings)
         return env

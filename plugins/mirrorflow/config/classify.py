@@ -32,6 +32,7 @@ from mirrorflow.config.keys import (
 from mirrorflow.config.librdkafka import classify_client_key
 from mirrorflow.config.properties import PropertiesFile, lost_escapes
 from mirrorflow.config.providers import has_reference
+from mirrorflow.config.spark_conf import SPARK_CONF_PREFIX, conf_key_problem
 from mirrorflow.config.values import ValueProblem, check, parse_enum
 
 _FLOW_CANDIDATES = sorted({*CONNECTOR_KEYS, *FLOW_ONLY_KEYS, *MIRRORFLOW_FLOW_KEYS, *LEGACY_ALIASES})
@@ -167,6 +168,8 @@ class _Classifier:
             self.ignored.append(key)
         elif sub.startswith((*CLIENT_PREFIXES, *_DIRECT_CLIENT_PREFIXES, "config.providers", "replication.policy.")):
             self._client_key(key, client_key_name(sub))
+        elif sub.startswith(SPARK_CONF_PREFIX):
+            self._spark_conf(key, sub)
         elif sub.startswith("mirrorflow."):
             self._mirrorflow(key, sub, f"{source}->{target}.")
         else:
@@ -186,6 +189,11 @@ class _Classifier:
                 "client would refuse it when the flow starts",
                 f"did you mean {shown}{hint}?" if hint else UNKNOWN_CLIENT_FIX,
             )
+
+    def _spark_conf(self, key: str, sub: str) -> None:
+        problem = conf_key_problem(sub[len(SPARK_CONF_PREFIX) :])
+        if problem is not None:
+            self.log.error(key, problem.problem, problem.fix)
 
     def _mirrorflow(self, key: str, sub: str, prefix: str) -> None:
         if sub in MIRRORFLOW_CLUSTER_KEYS:
@@ -243,6 +251,8 @@ class _Classifier:
             return  # transforms.* and predicates.*: inherited by every flow, checked by config/transforms.py
         elif key in CONNECTION_KEYS:
             return
+        elif key.startswith(SPARK_CONF_PREFIX):
+            self._spark_conf(key, key)
         elif key.startswith("mirrorflow."):
             self._mirrorflow(key, key, "")
         elif is_worker_key(key):

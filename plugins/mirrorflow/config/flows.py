@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from pydantic import SecretStr
+
 from mirrorflow.config.clients import MASK, ClientConfig
 from mirrorflow.config.issues import IssueLog
 from mirrorflow.config.keys import (
@@ -22,6 +24,7 @@ from mirrorflow.config.librdkafka import to_librdkafka, unreadable_stores
 from mirrorflow.config.model import TYPED_FIELDS, Flow
 from mirrorflow.config.precedence import Entries, Role, Side, connector_settings, flow_client
 from mirrorflow.config.providers import ProviderError, Providers
+from mirrorflow.config.spark_conf import MEMORY_KEYS, SPARK_CONF_PREFIX, TOTAL_CORES_KEY, parse_memory
 from mirrorflow.config.transforms import build_chain, inherit_transform_keys
 from mirrorflow.config.values import ValueProblem, parse_bool, parse_double, parse_enum, parse_int
 from mirrorflow.core.errors import UsageError
@@ -31,6 +34,7 @@ _REPLICATION_FACTORS = [k for k in TYPED_FIELDS.values() if k.endswith("replicat
 _POSITIVE = [k for k in TYPED_FIELDS.values() if k.endswith((".seconds", ".ms"))] + [
     "mirrorflow.copy.partitions.per.task",
     "mirrorflow.drill.history",
+    TOTAL_CORES_KEY,
 ]
 CLIENT_ROLES: list[tuple[str, Side, Role]] = [
     ("source_consumer", "source", "consumer"),
@@ -92,6 +96,7 @@ def build_flow(raw: Mapping[str, str], source: str, target: str, providers: Prov
             fields[field_name] = parsed
     for side in ("source", "target"):
         fields[f"{side}_connection"] = reader.value(f"{side}.cluster.mirrorflow.connection")
+    fields["spark_conf"] = _spark_conf(reader)
     fields["settings"] = {k: (MASK if is_secret_key(k) else v) for k, (v, _) in sorted(entries.items())}
     for field_name, side_name, role in CLIENT_ROLES:
         fields[field_name] = _client(reader, side_name, role, fields["name"])
@@ -137,10 +142,22 @@ def _typed(reader: _Resolver, key: str) -> object | None:
             return parse_list(value)
         if spec.type == "class":
             return value.strip()
+        if key in MEMORY_KEYS:
+            return parse_memory(key, value)
         return value
     except ValueProblem as problem:
         reader.log.error(reader.origin(key), problem.problem, problem.fix)
         return None
+
+
+def _spark_conf(reader: _Resolver) -> dict[str, SecretStr]:
+    """`mirrorflow.spark.conf.<key>` entries by Spark key (their names were checked by classify_keys)."""
+    conf: dict[str, SecretStr] = {}
+    for key in sorted(k for k in reader.entries if k.startswith(SPARK_CONF_PREFIX)):
+        value = reader.value(key)
+        if value is not None:
+            conf[key[len(SPARK_CONF_PREFIX) :]] = SecretStr(value)
+    return conf
 
 
 def _check_range(key: str, number: int) -> None:

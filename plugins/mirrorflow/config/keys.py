@@ -258,6 +258,11 @@ MIRRORFLOW_FLOW_KEYS: dict[str, KeySpec] = {
         KeySpec("mirrorflow.schedule", "string", "@continuous"),
         KeySpec("mirrorflow.provenance.headers", "bool", "false"),
         KeySpec("mirrorflow.spark.master", "string", "local[*]"),
+        # Spark sizing per flow (config/spark_conf.py; `mirrorflow.spark.conf.*` is a prefix, see there).
+        KeySpec("mirrorflow.spark.total.executor.cores", "int", None),
+        KeySpec("mirrorflow.spark.executor.memory", "string", None),
+        KeySpec("mirrorflow.spark.driver.memory", "string", None),
+        KeySpec("mirrorflow.copy.interval.timeout.seconds", "long", "3600"),
         KeySpec("mirrorflow.airflow.retries", "int", "3"),
         KeySpec("mirrorflow.airflow.retry.delay.seconds", "long", "30"),
         KeySpec("mirrorflow.airflow.execution.timeout.seconds", "long", "900"),

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, SerializationInfo, field_serializer
+from pydantic import BaseModel, ConfigDict, SecretStr, SerializationInfo, field_serializer
 
 from mirrorflow.config.clients import MASK, ClientConfig
 from mirrorflow.config.issues import Issue
@@ -76,6 +76,10 @@ TYPED_FIELDS: dict[str, str] = {
     "schedule": "mirrorflow.schedule",
     "provenance_headers": "mirrorflow.provenance.headers",
     "spark_master": "mirrorflow.spark.master",
+    "spark_total_executor_cores": "mirrorflow.spark.total.executor.cores",
+    "spark_executor_memory": "mirrorflow.spark.executor.memory",
+    "spark_driver_memory": "mirrorflow.spark.driver.memory",
+    "copy_interval_timeout_seconds": "mirrorflow.copy.interval.timeout.seconds",
     "airflow_retries": "mirrorflow.airflow.retries",
     "airflow_retry_delay_seconds": "mirrorflow.airflow.retry.delay.seconds",
     "airflow_execution_timeout_seconds": "mirrorflow.airflow.execution.timeout.seconds",
@@ -178,6 +182,17 @@ class Flow(BaseModel):
     schedule: str = "@continuous"
     provenance_headers: bool = False
     spark_master: str = "local[*]"
+    spark_conf: dict[str, SecretStr] = {}
+    """`mirrorflow.spark.conf.<key>` values by Spark key, references resolved; `SecretStr` as any of them may be a
+    credential (`spark.hadoop.fs.s3a.secret.key`): `spark_submit_conf()` reveals them for spark-submit."""
+    spark_total_executor_cores: int | None = None
+    """`spark.cores.max` of the copy on a standalone master; None: one core per Spark task the copy needs."""
+    spark_executor_memory: str | None = None
+    spark_driver_memory: str | None = None
+    copy_interval_timeout_seconds: int = 3600
+    """The longest an interval copy may run before Airflow stops it (its `execution_timeout`). One hour: a run
+    that long is starved of cores or catching up a backlog, and either is better reported than left holding the
+    flow's only active run; the retry resumes from the positions already committed, so nothing is copied twice."""
     airflow_retries: int = 3
     """Airflow retries of a flow DAG's tasks (with exponential backoff); operator errors are never retried."""
     airflow_retry_delay_seconds: int = 30
@@ -222,6 +237,16 @@ class Flow(BaseModel):
             for step in (*data["transforms"], *data["predicates"]):
                 step["settings"] = {k: MASK if is_secret_key(k) else v for k, v in step["settings"].items()}
         return data
+
+    @field_serializer("spark_conf")
+    def _spark_conf(self, conf: dict[str, SecretStr], info: SerializationInfo) -> dict[str, str]:
+        """Secret-looking Spark settings are masked unless revealed; the others show, as in `settings`."""
+        reveal = isinstance(info.context, dict) and bool(info.context.get("reveal_secrets"))
+        return {k: v.get_secret_value() if reveal or not is_secret_key(k) else MASK for k, v in conf.items()}
+
+    def spark_submit_conf(self) -> dict[str, str]:
+        """`mirrorflow.spark.conf.*` in clear, for spark-submit's `--conf`: never print or store it."""
+        return {k: v.get_secret_value() for k, v in self.spark_conf.items()}
 
     def __hash__(self) -> int:  # the dict fields are unhashable; equal flows share their name
         return hash(self.name)

@@ -16,6 +16,7 @@ from mirrorflow.config.keys import (
     LEGACY_ALIASES,
     MIRRORFLOW_FLOW_KEYS,
 )
+from mirrorflow.config.spark_conf import SPARK_CONF_PREFIX
 from mirrorflow.core.patterns import parse_list
 
 Entries = dict[str, tuple[str, str]]
@@ -80,7 +81,7 @@ def connector_settings(raw: Mapping[str, str], source: str, target: str) -> Entr
     # 3.x connector ConfigDefs also defined the `*.blacklist` names, which we still accept.
     props: Entries = {k: (v, k) for k, v in raw.items() if k in CONNECTOR_KEYS or k in LEGACY_ALIASES}
     props.update({k: (v, k) for k, v in raw.items() if k.startswith(("config.providers", "replication.policy"))})
-    props.update({k: (v, k) for k, v in raw.items() if k in MIRRORFLOW_FLOW_KEYS})
+    props.update({k: (v, k) for k, v in raw.items() if k in MIRRORFLOW_FLOW_KEYS or k.startswith(SPARK_CONF_PREFIX)})
     for side, alias in (("source", source), ("target", target)):
         for key, entry in cluster_props(raw, alias).items():
             if key.startswith(("consumer", "producer", "admin")):

@@ -16,7 +16,7 @@ import re
 import sys
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 
 from pyspark import TaskContext
@@ -47,7 +47,22 @@ def effective_master(master: str) -> str:
     return f"local[{m.group(1) or 1},{LOCAL_TASK_ATTEMPTS}]"
 
 
-def spark_session(master: str, app_name: str) -> SparkSession:
+def in_process_conf(master: str, conf: Mapping[str, str]) -> dict[str, str]:
+    """The flow's Spark settings (`mirrorflow.spark.conf.*`) for a session this process starts itself.
+
+    Under spark-submit (its JVM is already running: `PYSPARK_GATEWAY_PORT`) they arrived as `--conf`, and a
+    builder option would override them, so nothing is set. A local run's UI serves nobody and takes a port
+    per concurrent copy: it is off unless the flow turns it on (`airflow/spark_sizing.py` does the same for
+    spark-submit); on a cluster it stays Spark's default, on."""
+    if "PYSPARK_GATEWAY_PORT" in os.environ:
+        return {}
+    settings = dict(conf)
+    if effective_master(master).startswith("local"):
+        settings.setdefault("spark.ui.enabled", "false")
+    return settings
+
+
+def spark_session(master: str, app_name: str, conf: Mapping[str, str] | None = None) -> SparkSession:
     # py4j logs every connection it closes at INFO, even from finalizers at interpreter exit.
     logging.getLogger("py4j").setLevel(logging.WARNING)
     builder = SparkSession.builder.appName(app_name)
@@ -59,9 +74,10 @@ def spark_session(master: str, app_name: str) -> SparkSession:
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     for key, value in quiet_driver_conf().items():  # read when pyspark launches the driver JVM, before its banner
         builder = builder.config(key, value)
+    for key, value in in_process_conf(master, conf or {}).items():
+        builder = builder.config(key, value)
     spark = (
-        builder.config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
+        builder.config("spark.ui.showConsoleProgress", "false")
         .config("spark.task.maxFailures", str(LOCAL_TASK_ATTEMPTS))
         .config("spark.python.worker.reuse", "true")
         .getOrCreate()
@@ -239,7 +255,9 @@ def main(argv: list[str] | None = None) -> int:
         flow = with_cluster_settings(flow, cluster_settings_from_env(os.environ))
         mode = args.mode or flow.copy_mode
         run_seconds = args.run_seconds if args.run_seconds is not None else float(flow.copy_run_seconds)
-        spark = spark_session(args.master or flow.spark_master, f"mirrorflow-copy {flow.name}")
+        spark = spark_session(
+            args.master or flow.spark_master, f"mirrorflow-copy {flow.name}", flow.spark_submit_conf()
+        )
         try:
             summary = copy_flow(flow, spark, interval=mode == "interval", run_seconds=run_seconds)
         finally:
