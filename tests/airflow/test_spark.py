@@ -135,6 +135,29 @@ def test_connection_credentials_reach_the_job_in_its_environment_only(
     assert "spark-secret-pw" not in " ".join(seen["argv"])
 
 
+def test_connection_credentials_are_refused_where_spark_would_show_them_as_configuration(
+    write_config: Callable[..., Path],
+    tmp_path: Path,
+    fake_spark: Callable[[], dict[str, Any]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On YARN and Kubernetes the Spark provider passes the task's environment on as `--conf` (the driver runs
+    elsewhere): the credentials would be shown in Spark's UI, so the copy is refused with the way out."""
+    extra = {"bootstrap.servers": "a:9092", "sasl.password": "spark-secret-pw"}
+    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_A", json.dumps({"conn_type": "kafka", "extra": extra}))
+    monkeypatch.setenv(CONN_ENV, json.dumps({"conn_type": "spark", "host": "yarn"}))
+    config = write_config(
+        "clusters = A, B\nA.bootstrap.servers = 127.0.0.1:1\nB.bootstrap.servers = 127.0.0.1:2\n"
+        "A.mirrorflow.connection = kafka_a\nA->B.enabled = true\n"
+    )
+    from airflow.sdk.exceptions import AirflowFailException
+
+    with pytest.raises(AirflowFailException) as refused:
+        operator(config, tmp_path).execute({})
+    message = str(refused.value)
+    assert "shown in its UI" in message and "${env:...}" in message and "spark-secret-pw" not in message
+
+
 def test_the_conn_id_is_the_projects_own() -> None:
     assert SPARK_CONN_ID == "mirrorflow_spark"
 
