@@ -15,7 +15,6 @@ import os
 import re
 import socket
 import tempfile
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -25,6 +24,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import NewTopic
+from tests.airflow.api_server import serving
 
 from mirrorflow.airflow.dag_ids import flow_dag_id
 from mirrorflow.config.loader import load_config
@@ -298,22 +298,8 @@ def test_metrics_serve_exports_heartbeat_and_checkpoint_age(copied: dict[str, An
 
 @pytest.fixture
 def server(copied: dict[str, Any], tokens: dict[str, str]) -> Iterator[str]:
-    import uvicorn
-
-    port = free_port()
-    config = uvicorn.Config(airflow_like_app(), host="127.0.0.1", port=port, log_level="warning", lifespan="off")
-    srv = uvicorn.Server(config)
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 15
-    while not srv.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        srv.should_exit = True
-        thread.join(10)
+    with serving(airflow_like_app()) as url:
+        yield url
 
 
 def test_browser_shows_real_lag(server: str, copied: dict[str, Any], tokens: dict[str, str], tmp_path: Path) -> None:

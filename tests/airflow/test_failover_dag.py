@@ -13,14 +13,16 @@ import os
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
+from tests.airflow.api_server import serving
 
 from mirrorflow.airflow.failover_dag import STEP_NAMES, options_from_params
 from mirrorflow.core.errors import UsageError
@@ -364,3 +366,61 @@ def test_a_refused_task_resumes_exactly_there_when_run_again(tmp_path: Path, liv
     assert {s.name: s.attempts for s in state.steps.values()} == {
         name: 2 if name == "preflight" else 1 for name in STEP_NAMES
     }
+
+
+@pytest.fixture
+def airflow_api(airflow_db: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Airflow's own API server app (the session's database) on a loopback port, with a user `admin` whose
+    password is set here, and the connection `mirrorflow_airflow_api` pointing at it as an operator defines it."""
+    from airflow.api_fastapi.app import create_app
+
+    from mirrorflow.airflow.native_pause import AIRFLOW_API_CONN_ID
+
+    passwords = tmp_path / "passwords.json"
+    passwords.write_text(json.dumps({"admin": "api-test-password"}))
+    monkeypatch.setenv("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS", "admin:admin")
+    monkeypatch.setenv("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE", str(passwords))
+    with serving(create_app()) as url:
+        conn = {"conn_type": "http", "host": url, "login": "admin", "password": "api-test-password"}
+        monkeypatch.setenv(f"AIRFLOW_CONN_{AIRFLOW_API_CONN_ID.upper()}", json.dumps(conn))
+        yield url
+
+
+def dag_paused(url: str, dag_id: str) -> bool:
+    from mirrorflow.airflow.native_pause import api_from_connection
+
+    api = api_from_connection()
+    assert api is not None
+    request = urllib.request.Request(f"{url}/api/v2/dags/{dag_id}", headers={"Authorization": f"Bearer {api.token()}"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return bool(json.load(response)["is_paused"])
+
+
+@pytest.mark.integration
+def test_failover_pauses_the_flow_dag_in_airflow_and_failback_unpauses_it(
+    live_flow: Any, state_root: Path, airflow_api: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Through Airflow's REST API as the runbook's tasks reach it: after `pause_flow` the flow's DAG is paused in
+    Airflow (not only fenced in Kafka), the reverse flow's DAG (paused here first) runs again once the failover
+    completes; a failback pauses the reverse flow's DAG and unpauses the original one."""
+    from mirrorflow.airflow.native_pause import set_dags_paused
+
+    config, _topic, group = _copied_flow(live_flow)
+    config.write_text(config.read_text() + "B->A.enabled = true\nB->A.heartbeats.replication.enabled = false\n")
+    failover = live_flow.dag(config, "mirrorflow_failover")  # the whole dags/ folder: both flow DAGs too
+    base = {"primary": "A", "dr": "B", "groups": group, "dry_run": False, "fence": "none", "max_lag_records": 1000}
+
+    run = failover.test(run_conf=base)
+    assert run.state == "success", live_flow.states(run)
+    assert dag_paused(airflow_api, "mirrorflow__A__B")
+    assert live_flow.return_value(run, "pause_flow")["airflow"] == {"mirrorflow__A__B": "paused"}
+    assert not dag_paused(airflow_api, "mirrorflow__B__A")
+
+    set_dags_paused(["mirrorflow__B__A"], True, "test")  # as if paused by an earlier failback
+    assert dag_paused(airflow_api, "mirrorflow__B__A")
+    back = live_flow.dag(config, "mirrorflow_failback").test(run_conf=base)
+    assert back.state == "success", live_flow.states(back)
+    assert dag_paused(airflow_api, "mirrorflow__B__A")  # the failback's own flow, fenced in Kafka and Airflow
+    assert not dag_paused(airflow_api, "mirrorflow__A__B")  # home again: the original flow runs
+    assert live_flow.return_value(back, "announce")["airflow"] == {"mirrorflow__A__B": "unpaused"}
+    assert "api-test-password" not in caplog.text

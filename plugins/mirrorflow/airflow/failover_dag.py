@@ -31,8 +31,10 @@ from airflow.providers.standard.operators.python import PythonOperator
 from airflow.sdk import DAG, Param, get_parsing_context
 
 from mirrorflow.airflow.assets import runbook_asset
+from mirrorflow.airflow.dag_ids import flow_dag_id
 from mirrorflow.airflow.drill_dag import DRILL_DAG_ID, build_drill_dag
 from mirrorflow.airflow.factory import CONFIG_ENV, START_DATE, config_file, repo_root
+from mirrorflow.airflow.native_pause import set_dags_paused
 from mirrorflow.config.loader import load_config
 from mirrorflow.core.errors import UsageError
 from mirrorflow.replication.failover.runbook import (
@@ -162,7 +164,7 @@ def build_runbook_dag(
         announce = PythonOperator(
             task_id=ANNOUNCE_TASK,
             python_callable=announce_step,
-            op_kwargs={"direction": direction},
+            op_kwargs={"direction": direction, "config_path": config_path},
             outlets=[runbook_asset(direction)],
         )
         if previous is not None:
@@ -171,9 +173,10 @@ def build_runbook_dag(
     return dag
 
 
-def announce_step(direction: str, params: Mapping[str, Any], ti: Any) -> dict[str, Any]:
-    """The runbook asset's event, after a run that moved clients; a dry run is skipped (no event: DAGs scheduled
-    on the asset must not start because somebody rehearsed)."""
+def announce_step(direction: str, config_path: str, params: Mapping[str, Any], ti: Any) -> dict[str, Any]:
+    """After a run that moved clients: the runbook asset's event, and the reverse flow's DAG unpaused in Airflow
+    (the way back must run; after a failback it is the original flow, paused by the failover). A dry run is
+    skipped (no event: DAGs scheduled on the asset must not start because somebody rehearsed)."""
     from airflow.sdk.exceptions import AirflowSkipException
 
     from mirrorflow.airflow.assets import annotate
@@ -188,6 +191,11 @@ def announce_step(direction: str, params: Mapping[str, Any], ti: Any) -> dict[st
         **{key: summary.get(key) for key in ("groups", "partitions", "data_loss_bound_records", "rto_seconds")},
     }
     annotate(runbook_asset(direction), extra)
+    primary, dr = str(params.get("primary")), str(params.get("dr"))
+    left, arrived = (primary, dr) if direction == "failover" else (dr, primary)
+    reverse = f"{arrived}->{left}"
+    if any(flow.name == reverse for flow in load_config(config_path).flows):
+        extra["airflow"] = set_dags_paused([flow_dag_id(arrived, left)], False, f"{direction}: the reverse flow")
     return extra
 
 
@@ -254,7 +262,11 @@ def run_step(
         log.error("%s", err)
         raise
     status = next((s["status"] for s in report["steps"] if s["name"] == name), "unknown")
-    return {"step": name, "status": status, "dry_run": options.dry_run, "state": report["state_dir"]}
+    result = {"step": name, "status": status, "dry_run": options.dry_run, "state": report["state_dir"]}
+    if name == "pause_flow" and status == "done" and not options.dry_run:
+        flow_dag = flow_dag_id(options.source, options.target)
+        result["airflow"] = set_dags_paused([flow_dag], True, f"{direction} {options.source}->{options.target}")
+    return result
 
 
 def report_step(config_path: str, direction: str, repo: str, params: Mapping[str, Any], run_id: str) -> dict[str, Any]:
