@@ -1,9 +1,11 @@
 """`mirrorflow metrics show/serve` after a real copy: MM2's metric names and tags, counts, latencies and live lag,
-both as JSON and scraped from the Prometheus endpoint of a separate process."""
+both as JSON and scraped from the Prometheus endpoint of a separate process (whose target address comes only
+from an Airflow connection, as the exporter runs beside Airflow)."""
 
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -104,11 +106,18 @@ def test_metrics_show_and_serve_after_a_copy(
     code, out = cli(capsys, "metrics", "show", str(config))
     assert code == 0 and f"A.{topic}" in out and "LAG" in out
 
+    # The exporter as deployed beside Airflow: B's address (as any credential) only in an Airflow connection.
+    connected = tmp_path / "connected.properties"
+    connected.write_text(
+        config.read_text().replace(kafka_clusters.bootstrap("B"), "127.0.0.1:2") + "B.mirrorflow.connection = m_b\n"
+    )
+    conn = {"conn_type": "kafka", "extra": {"bootstrap.servers": kafka_clusters.bootstrap("B")}}
     port = free_port()
     server = subprocess.Popen(
-        [str(MIRRORFLOW), "metrics", "serve", str(config), "--port", str(port), "--address", "127.0.0.1"],
+        [str(MIRRORFLOW), "metrics", "serve", str(connected), "--port", str(port), "--address", "127.0.0.1"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
+        env={**os.environ, "AIRFLOW_CONN_M_B": json.dumps(conn)},
     )
     try:
         text = scrape(f"http://127.0.0.1:{port}/metrics", server)

@@ -56,9 +56,10 @@ def build_drill_dag(config: MirrorConfig, config_path: str) -> DAG | None:
 def drill_step(config_path: str, flow_name: str) -> dict[str, Any]:
     from airflow.sdk.exceptions import AirflowFailException
 
+    from mirrorflow.airflow.connections import with_connections
     from mirrorflow.replication.failover.drill import render, run_drill
 
-    report = run_drill(config_path, flow_name)
+    report = run_drill(config_path, flow_name, prepare_flow=with_connections)
     log.info("%s", render(report))
     if not report["passed"]:
         failed = "; ".join(f"{c['name']}: {c['detail']}" for c in report["checks"] if not c["passed"])

@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 
+from mirrorflow.cli.plan_cmd import connected_flow
 from mirrorflow.config.loader import load_config
 
 
@@ -31,7 +32,7 @@ def drill(
         if show_history:
             reports += history(str(config), name)
         else:
-            reports.append(run_drill(str(config), name))
+            reports.append(run_drill(str(config), name, prepare_flow=connected_flow))
     if as_json:
         typer.echo(json.dumps(reports, indent=2))
     else:

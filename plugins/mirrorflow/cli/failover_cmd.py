@@ -16,7 +16,14 @@ from typing import Annotated, Any
 
 import typer
 
-from mirrorflow.cli.plan_cmd import ClustersOption, FlowOption, VerboseOption, select_flows, setup_logging
+from mirrorflow.cli.plan_cmd import (
+    ClustersOption,
+    FlowOption,
+    VerboseOption,
+    connected_flow,
+    select_flows,
+    setup_logging,
+)
 from mirrorflow.core.errors import UsageError
 from mirrorflow.replication.failover.report import render_markdown
 from mirrorflow.replication.failover.runbook import FailoverFailed, options_from_values, run_failover
@@ -132,7 +139,7 @@ def runbook(
                 typer.echo(f"  skipped group {stale['group']}: no exact translation for {where}", err=True)
 
     try:
-        report = run_failover(options, on_step=progress)
+        report = run_failover(options, on_step=progress, prepare_flow=connected_flow)
     except FailoverFailed as err:
         if as_json:
             typer.echo(json.dumps(err.report, indent=2, sort_keys=True))

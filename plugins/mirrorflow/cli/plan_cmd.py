@@ -92,7 +92,8 @@ def select_flows(
     loaded = load_config(config, clusters=subset or None)
     if not names:
         enabled = {f.name for f in loaded.flows}
-        return loaded, list(loaded.flows), [f for f in loaded.heartbeat_flows if f.name not in enabled]
+        pairs = [f for f in loaded.heartbeat_flows if f.name not in enabled]
+        return loaded, connected(loaded.flows), connected(pairs)
     flows: list[Flow] = []
     for name in dict.fromkeys(n.strip().replace(" ", "") for n in names):
         try:
@@ -104,7 +105,24 @@ def select_flows(
                 f"{' for the selected --clusters' if subset else ''} (enabled flows: {known}); "
                 f"write it as SOURCE->TARGET, or enable it with `{name}.enabled = true`"
             ) from None
-    return loaded, flows, []
+    return loaded, connected(flows), []
+
+
+def connected(flows: Sequence[Flow]) -> list[Flow]:
+    """The flows with the credentials of the Airflow connections they name merged in, as their DAG tasks see
+    them (`<alias>.mirrorflow.connection`): `run`, `plan`, `metrics show|serve`, `failover` on any machine
+    where those connections resolve (AIRFLOW_CONN_* variables, a secrets backend). Airflow is imported only
+    for a file that names a connection."""
+    if not any(f.source_connection or f.target_connection for f in flows):
+        return list(flows)
+    from mirrorflow.airflow.connections import with_connections
+
+    return [with_connections(f) for f in flows]
+
+
+def connected_flow(flow: Flow) -> Flow:
+    """One flow through `connected` (the runbook's and the drill's `prepare_flow`)."""
+    return connected([flow])[0]
 
 
 def render_report(report: ControlPlaneReport) -> list[str]:

@@ -20,6 +20,7 @@ import json
 import shlex
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -73,11 +74,17 @@ def reverse_check(config: MirrorConfig, flow: Flow) -> Check:
     return Check("reverse", False, f"{reverse} is not enabled: after a failover nothing replicates back")
 
 
-def run_drill(config_path: str, flow_name: str, clusters: list[str] | None = None) -> dict[str, Any]:
+def run_drill(
+    config_path: str,
+    flow_name: str,
+    clusters: list[str] | None = None,
+    prepare_flow: Callable[[Flow], Flow] | None = None,
+) -> dict[str, Any]:
     """One drill of flow `flow_name` (A->B: clients would move from A to B): the dry run, the checks, and the
-    report kept on B. The report says `passed`; the caller decides how loudly to fail."""
+    report kept on B. The report says `passed`; the caller decides how loudly to fail. `prepare_flow` merges
+    credentials the file does not hold (the Airflow connections the flow names), as for the runbook."""
     config = load_config(config_path, clusters=clusters or None)
-    flow = config.flow(flow_name)
+    flow = (prepare_flow or (lambda f: f))(config.flow(flow_name))
     options = options_from_values(
         {"primary": flow.source, "dr": flow.target, "dry_run": True, "mode": "planned", "fence": "none"},
         config=config_path,
@@ -85,7 +92,7 @@ def run_drill(config_path: str, flow_name: str, clusters: list[str] | None = Non
         state_dir=None,
     )
     started = time.time()
-    dry_run = run_failover(options)
+    dry_run = run_failover(options, prepare_flow=prepare_flow)
     with FlowClients(flow) as clients:
         checks = [groups_check(dry_run), fence_check(flow, clients), reverse_check(config, flow)]
         report = {
