@@ -17,3 +17,11 @@ def record(context: Mapping[str, Any]) -> None:
     line = {"task": ti.task_id, "try": ti.try_number, "error": str(context.get("exception"))}
     with open(os.environ[NOTIFY_FILE_ENV], "a") as out:
         out.write(json.dumps(line) + "\n")
+
+
+def record_deadline(context: Mapping[str, Any] | None = None, flow: str = "?", **_: Any) -> None:
+    """A deadline callback (`mirrorflow.airflow.deadline.notifier`): one JSON line with the flow and run."""
+    run = (context or {}).get("dag_run")
+    run_id = run.get("run_id") if isinstance(run, Mapping) else getattr(run, "run_id", None)
+    with open(os.environ[NOTIFY_FILE_ENV], "a") as out:
+        out.write(json.dumps({"deadline": True, "flow": flow, "run_id": run_id}) + "\n")

@@ -329,6 +329,37 @@ def test_retries_delay_and_timeout_come_from_the_flow(
     assert default.get_task("sync_topics").execution_timeout == timedelta(minutes=15)
 
 
+def test_each_flow_dag_run_has_a_deadline_alert_from_its_copy_bound_or_its_key(
+    write_config: Callable[..., Path],
+    dag_bag: Callable[..., Any],
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Measured from when the run was queued; the scheduler raising it is tests/airflow/test_scheduler_postgres.py."""
+    import logging
+
+    from mirrorflow.airflow.alerts import log_deadline_miss
+
+    monkeypatch.setattr(logging.getLogger("mirrorflow.airflow.alerts"), "disabled", False)  # Airflow's setup varies
+    config = write_config(
+        TWO_CLUSTERS + "A->B.enabled = true\nB->A.enabled = true\n"
+        "A->B.mirrorflow.airflow.deadline.seconds = 600\n"
+        "A->B.mirrorflow.airflow.deadline.notifier = tests.airflow.notify_probe.record_deadline\n"
+        "B->A.mirrorflow.copy.mode = interval\n"
+    )
+    bag = dag_bag(config)
+    assert bag.import_errors == {}
+    [tuned], [default] = bag.dags["mirrorflow__A__B"].deadline, bag.dags["mirrorflow__B__A"].deadline
+    assert tuned.interval == timedelta(seconds=600)
+    assert tuned.callback.path == "tests.airflow.notify_probe.record_deadline"
+    assert tuned.callback.kwargs == {"flow": "A->B"}
+    assert type(tuned.reference).__name__ == type(default.reference).__name__ == "DagRunQueuedAtDeadline"
+    assert default.interval == timedelta(seconds=3600 + 900)  # the interval copy's timeout plus 15 minutes
+    assert default.callback.path == "mirrorflow.airflow.alerts.log_deadline_miss"
+    log_deadline_miss(context={"dag_run": {"run_id": "manual__1"}}, flow="B->A")
+    assert "flow B->A: DAG run manual__1 is still running past its deadline" in caplog.text
+
+
 def test_a_negative_retry_count_is_refused_with_its_line(
     write_config: Callable[..., Path], dag_bag: Callable[..., Any]
 ) -> None:

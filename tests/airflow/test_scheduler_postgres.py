@@ -29,6 +29,7 @@ import psycopg2
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from tests.airflow.notify_probe import NOTIFY_FILE_ENV
 
 from mirrorflow.airflow.embedded import airflow_environment
 from mirrorflow.kafka.client_logs import with_logger
@@ -42,6 +43,8 @@ BIN = Path(sys.executable).parent
 DAG_ID = "mirrorflow__A__B"
 RECORDS = 90
 RUN_TIMEOUT_S = 900.0
+DEADLINE_S = 3
+REPO = Path(__file__).resolve().parents[2]
 
 
 @dataclass
@@ -77,6 +80,9 @@ def write_config(path: Path, clusters: LocalClusters, topic: str) -> Path:
         "A->B.mirrorflow.copy.mode = interval\n"
         "A->B.mirrorflow.spark.master = local[2]\n"
         "mirrorflow.schedule = none\n"  # runs only when triggered
+        # The run takes longer than this: the scheduler must raise the flow's DeadlineAlert and run its callback.
+        f"A->B.mirrorflow.airflow.deadline.seconds = {DEADLINE_S}\n"
+        "A->B.mirrorflow.airflow.deadline.notifier = tests.airflow.notify_probe.record_deadline\n"
     )
     return path
 
@@ -104,6 +110,8 @@ def airflow_env(home: Path, config: Path, postgres: LocalPostgres) -> dict[str, 
             "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(log_port),
             "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(trigger_log_port),
             "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
+            NOTIFY_FILE_ENV: str(home / "deadline.jsonl"),  # the deadline callback's evidence
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH", "")])),
         }
     )
     return env
@@ -220,3 +228,10 @@ def test_a_triggered_flow_dag_runs_under_the_scheduler_on_postgres(
     assert (copied["records"], copied["master"]) == (RECORDS, "local[2]")
     # each partition: its 45 records plus the commit marker of the one transaction that carried them
     assert end_offsets(kafka_clusters.bootstrap("B"), f"A.{topic}", 2) == [RECORDS // 2 + 1] * 2
+
+    # The run outlived its deadline: the scheduler found it missed and the executor ran the flow's callback.
+    notified = airflow.home / "deadline.jsonl"
+    wait_for("the deadline callback", airflow, lambda: notified.is_file() and notified.read_text(), 180)
+    [line] = [json.loads(text) for text in notified.read_text().splitlines()]
+    assert line["flow"] == "A->B", line
+    assert airflow.query("SELECT missed FROM deadline") == [(True,)]

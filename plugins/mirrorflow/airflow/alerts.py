@@ -1,4 +1,5 @@
-"""Alerts from Airflow itself: what runs when a flow task has failed for good (after its last retry).
+"""Alerts from Airflow itself: what runs when a flow task has failed for good (after its last retry), and when
+a flow DAG run overruns its deadline.
 
 An operator wires their paging into `mirrorflow.airflow.failure.notifier`: the dotted path of a callable that
 takes Airflow's task context, for example a module-level instance of a provider's notifier
@@ -9,6 +10,7 @@ the worker, after the task's final try; retries call nothing (`on_retry_callback
 
 from __future__ import annotations
 
+import datetime as dt
 import importlib
 import logging
 from collections.abc import Callable, Mapping
@@ -51,4 +53,45 @@ def log_failure(context: Mapping[str, Any]) -> None:
         getattr(ti, "run_id", "?"),
         getattr(ti, "try_number", "?"),
         reason,
+    )
+
+
+DEADLINE_MARGIN_S = 900
+DEADLINE_NOTIFIER_KEY = "mirrorflow.airflow.deadline.notifier"
+
+
+def deadline_seconds(flow: Flow) -> int:
+    """How long after it was queued a flow DAG run may still be running: `mirrorflow.airflow.deadline.seconds`,
+    else the copy's own bound (a continuous run's length, an interval copy's timeout) plus 15 minutes for the
+    other tasks and a wait for a worker slot."""
+    if flow.airflow_deadline_seconds:
+        return flow.airflow_deadline_seconds
+    copy = flow.copy_run_seconds if flow.copy_mode == "continuous" else flow.copy_interval_timeout_seconds
+    return copy + DEADLINE_MARGIN_S
+
+
+def deadline_alert(flow: Flow) -> Any:
+    """Airflow's DeadlineAlert for the flow's DAG runs, measured from when a run was queued (so a run stuck
+    waiting for a slot counts). The scheduler checks deadlines and the executor runs the callback, with
+    `context` and the flow's name; a task timeout cannot see a run that never started."""
+    from airflow.sdk.definitions.callback import SyncCallback
+    from airflow.sdk.definitions.deadline import DeadlineAlert, DeadlineReference
+
+    path = flow.airflow_deadline_notifier or f"{__name__}.log_deadline_miss"
+    return DeadlineAlert(
+        reference=DeadlineReference.DAGRUN_QUEUED_AT,
+        interval=dt.timedelta(seconds=deadline_seconds(flow)),
+        callback=SyncCallback(path, kwargs={"flow": flow.name}),
+    )
+
+
+def log_deadline_miss(context: Mapping[str, Any] | None = None, flow: str = "?", **_: Any) -> None:
+    """The default deadline alert: one ERROR line to match in the logs."""
+    run = (context or {}).get("dag_run")
+    run_id = run.get("run_id", "?") if isinstance(run, Mapping) else getattr(run, "run_id", "?")
+    log.error(
+        "Mirrorflow alert: flow %s: DAG run %s is still running past its deadline (mirrorflow.airflow.deadline."
+        "seconds); a copy starved of Spark cores or a run waiting for a worker slot are the usual causes",
+        flow,
+        run_id,
     )

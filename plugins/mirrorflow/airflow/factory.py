@@ -27,7 +27,7 @@ from airflow.providers.standard.operators.python import PythonOperator
 from airflow.sdk import DAG, get_parsing_context
 
 from mirrorflow.airflow import tasks
-from mirrorflow.airflow.alerts import NOTIFIER_KEY, failure_notifier
+from mirrorflow.airflow.alerts import NOTIFIER_KEY, deadline_alert, failure_notifier
 from mirrorflow.airflow.assets import checkpoints_asset
 from mirrorflow.airflow.dag_docs import broken_doc, flow_doc, heartbeat_doc
 from mirrorflow.airflow.dag_ids import flow_dag_id, flow_tags, heartbeat_dag_id, heartbeat_tags, heartbeat_task_id
@@ -207,6 +207,7 @@ class _Factory:
             doc_md=flow_doc(flow, self.path, task_ids),
             description=f"Mirrorflow {flow.name}: MM2 replication from {flow.source} to {flow.target}",
             dag_display_name=f"mirrorflow {flow.name}",
+            deadline=deadline_alert(flow),
         ) as dag:
             control = {"execution_timeout": dt.timedelta(seconds=flow.airflow_execution_timeout_seconds)}
             discover = self._python("discover", flow, tasks.discover, **control)

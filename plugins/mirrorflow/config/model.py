@@ -89,6 +89,8 @@ TYPED_FIELDS: dict[str, str] = {
     "drill_fence_command": "mirrorflow.drill.fence.command",
     "drill_history": "mirrorflow.drill.history",
     "airflow_failure_notifier": "mirrorflow.airflow.failure.notifier",
+    "airflow_deadline_seconds": "mirrorflow.airflow.deadline.seconds",
+    "airflow_deadline_notifier": "mirrorflow.airflow.deadline.notifier",
     "rpo_target_seconds": "mirrorflow.rpo.target.seconds",
     "lag_target_records": "mirrorflow.lag.target.records",
 }
@@ -209,6 +211,11 @@ class Flow(BaseModel):
     unreachable cluster fails, to be cleared and resumed, instead of holding the runbook; the DAG takes the
     longest of its flows' values."""
     airflow_failure_notifier: str | None = None
+    airflow_deadline_seconds: int | None = None
+    """A flow DAG run still running this long after it was queued raises Airflow's DeadlineAlert; None: the
+    copy's own bound (`run.seconds`, or the interval timeout) plus 15 minutes (airflow/alerts.py)."""
+    airflow_deadline_notifier: str | None = None
+    """Dotted path of the deadline callback (called with `context` and `flow`); None: an ERROR log line."""
     """Dotted path of the callable Airflow calls when a task failed for good (airflow/alerts.py); None: a log line."""
     rpo_target_seconds: float | None = None
     """Replication SLO: the oldest uncopied source record may be at most this old (None: no RPO objective)."""
