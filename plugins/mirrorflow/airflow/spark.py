@@ -145,6 +145,7 @@ class MirrorflowCopyOperator(SparkSubmitOperator):
         self.spark_master = spark_master
         self.explicit_master = explicit_master
         self._master_seen: str | None = None
+        self._submitted = False  # whether spark-submit was started (on_kill has something to kill)
         self.binary = kwargs.get("spark_binary") or "spark-submit"
         self.copy_mode = copy_mode
 
@@ -162,7 +163,7 @@ class MirrorflowCopyOperator(SparkSubmitOperator):
     def on_kill(self) -> None:
         """Kill spark-submit, and so free its application's cores; nothing to kill before it was started (the
         provider's own on_kill would first build a hook, on a connection this task may have removed)."""
-        if self._hook is not None:
+        if self._submitted:
             super().on_kill()
 
     def _submit(self, context: Any) -> dict[str, Any] | None:
@@ -175,7 +176,7 @@ class MirrorflowCopyOperator(SparkSubmitOperator):
             raise MirrorflowError(f"the copy job {self.application} does not exist; check the Mirrorflow checkout")
         base_args = list(self.application_args or [])
         base_env = dict(self.env_vars or {})
-        base_ship = (self.py_files, self._archives, self.conf)
+        base_ship = (self.py_files, self.conf)
         with (
             spark_connection(SPARK_CONN_ID, self.spark_master, self.explicit_master, self.flow_name) as master,
             tempfile.TemporaryDirectory(prefix="mirrorflow-copy-") as tmp,
@@ -187,18 +188,19 @@ class MirrorflowCopyOperator(SparkSubmitOperator):
                 self.application_args += ["--summary-file", str(summary_file)]
             self.env_vars = {**base_env, **self._job_env(master)}
             flow = find_flow(self.config_path, self.flow_name, self.clusters)
-            self.conf = {**(base_ship[2] or {}), **submit_conf(flow, master)}
+            self.conf = {**(base_ship[1] or {}), **submit_conf(flow, master)}
             if driver_is_here(master):
                 self.conf = quiet_driver_conf(self.conf)  # Spark's banner and INFO lines off the task log
             if is_standalone(master):
                 self.py_files = ",".join(filter(None, [base_ship[0], str(package_py_files(Path(tmp)))]))
-                self._archives = ",".join(filter(None, [base_ship[1], f"{packed_env()}#{ARCHIVE_ALIAS}"]))
-            self._hook = None
+                # `spark.archives` is `--archives` (the provider keeps its own argument private).
+                self.conf["spark.archives"] = f"{packed_env()}#{ARCHIVE_ALIAS}"
+            self._submitted = True
             try:
                 super().execute(context)
             finally:
                 self.application_args, self.env_vars = base_args, base_env
-                self.py_files, self._archives, self.conf = base_ship
+                self.py_files, self.conf = base_ship
             if summary_file is None or not summary_file.is_file():
                 return None
             summary = json.loads(summary_file.read_text())
