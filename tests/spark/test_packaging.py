@@ -81,7 +81,8 @@ def test_the_copy_operator_ships_package_and_env_to_a_standalone_master(
     app.write_text("")
     config = tmp_path / "mm2.properties"
     config.write_text("clusters = A, B\nA.bootstrap.servers = 127.0.0.1:1\nB.bootstrap.servers = 127.0.0.1:2\n")
-    config.write_text(config.read_text() + "A->B.enabled = true\n")
+    # The cores are set: deriving them reads the (here unreachable) source's partitions.
+    config.write_text(config.read_text() + "A->B.enabled = true\nmirrorflow.spark.total.executor.cores = 3\n")
     # An earlier in-process local copy may have set PYSPARK_PYTHON in this process: judge the operator's own env.
     monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
     monkeypatch.setenv("FAKE_SPARK_RECORD", str(record))
@@ -103,7 +104,8 @@ def test_the_copy_operator_ships_package_and_env_to_a_standalone_master(
     seen: dict[str, Any] = json.loads(record.read_text())
     argv = seen["argv"]
     assert argv[argv.index("--master") + 1] == "spark://m:7077"
-    assert f"spark.archives={archive}#env" in argv  # --archives, set without the provider's private argument
+    assert f"spark.archives={archive}#env" in argv
+    assert "spark.cores.max=3" in argv  # --archives, set without the provider's private argument
     assert argv[argv.index("--py-files") + 1].endswith("mirrorflow.zip")
     assert f"spark.pyspark.python={EXECUTOR_PYTHON}" in argv
     assert f"spark.pyspark.driver.python={sys.executable}" in argv
