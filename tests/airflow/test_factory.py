@@ -360,6 +360,21 @@ def test_each_flow_dag_run_has_a_deadline_alert_from_its_copy_bound_or_its_key(
     assert "flow B->A: DAG run manual__1 is still running past its deadline" in caplog.text
 
 
+def test_continuous_loops_can_have_a_pool_of_their_own(
+    write_config: Callable[..., Path], dag_bag: Callable[..., Any]
+) -> None:
+    config = write_config(
+        TWO_CLUSTERS
+        + "A->B.enabled = true\nB->A.enabled = true\nA->B.mirrorflow.airflow.loop.pool = mirrorflow_loops\n"
+    )
+    bag = dag_bag(config)
+    assert bag.import_errors == {}
+    pooled, default = bag.dags["mirrorflow__A__B"], bag.dags["mirrorflow__B__A"]
+    loops = {"emit_checkpoints", "sync_group_offsets", "heartbeats"}
+    assert {t.task_id for t in pooled.tasks if t.pool == "mirrorflow_loops"} == loops
+    assert {t.pool for t in default.tasks} == {"default_pool"}
+
+
 def test_a_negative_retry_count_is_refused_with_its_line(
     write_config: Callable[..., Path], dag_bag: Callable[..., Any]
 ) -> None:

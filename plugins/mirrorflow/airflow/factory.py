@@ -231,7 +231,11 @@ class _Factory:
                     else dt.timedelta(seconds=flow.copy_interval_timeout_seconds)
                 ),
             )
-            loops = {"execution_timeout": loop_timeout}
+            loops: dict[str, Any] = {"execution_timeout": loop_timeout}
+            if continuous and flow.airflow_loop_pool:
+                # Continuous loops hold a worker slot for the whole run, mostly asleep: a pool of their own keeps
+                # them from filling every slot, so a runbook started mid-incident still finds one.
+                loops["pool"] = flow.airflow_loop_pool
             outlets = {"outlets": [checkpoints_asset(flow.name)]} if flow.emit_checkpoints_enabled else {}
             checkpoints = self._python("emit_checkpoints", flow, tasks.emit_checkpoints, **loops, **outlets)
             groups = self._python("sync_group_offsets", flow, tasks.sync_group_offsets, **loops)

@@ -269,6 +269,7 @@ MIRRORFLOW_FLOW_KEYS: dict[str, KeySpec] = {
         KeySpec("mirrorflow.airflow.failure.notifier", "string", None),
         KeySpec("mirrorflow.airflow.deadline.seconds", "long", None),
         KeySpec("mirrorflow.airflow.deadline.notifier", "string", None),
+        KeySpec("mirrorflow.airflow.loop.pool", "string", None),
         KeySpec("mirrorflow.runbook.step.timeout.seconds", "long", "1800"),
         # DR drills (replication/failover/drill.py): no schedule, no drill DAG.
         KeySpec("mirrorflow.drill.schedule", "string", None),

@@ -91,6 +91,7 @@ TYPED_FIELDS: dict[str, str] = {
     "airflow_failure_notifier": "mirrorflow.airflow.failure.notifier",
     "airflow_deadline_seconds": "mirrorflow.airflow.deadline.seconds",
     "airflow_deadline_notifier": "mirrorflow.airflow.deadline.notifier",
+    "airflow_loop_pool": "mirrorflow.airflow.loop.pool",
     "rpo_target_seconds": "mirrorflow.rpo.target.seconds",
     "lag_target_records": "mirrorflow.lag.target.records",
 }
@@ -216,6 +217,9 @@ class Flow(BaseModel):
     copy's own bound (`run.seconds`, or the interval timeout) plus 15 minutes (airflow/alerts.py)."""
     airflow_deadline_notifier: str | None = None
     """Dotted path of the deadline callback (called with `context` and `flow`); None: an ERROR log line."""
+    airflow_loop_pool: str | None = None
+    """The Airflow pool of a continuous flow's loop tasks (checkpoints, group sync, heartbeats); None: Airflow's
+    default pool. The pool must exist (`airflow pools set NAME SLOTS DESCRIPTION`)."""
     """Dotted path of the callable Airflow calls when a task failed for good (airflow/alerts.py); None: a log line."""
     rpo_target_seconds: float | None = None
     """Replication SLO: the oldest uncopied source record may be at most this old (None: no RPO objective)."""
