@@ -117,43 +117,38 @@ def test_an_explicit_flow_master_that_contradicts_the_connection_is_refused(
     assert isinstance(e.value.__cause__, UsageError)
 
 
-def test_connection_credentials_reach_the_job_in_its_environment_only(
-    write_config: Callable[..., Path],
-    tmp_path: Path,
-    fake_spark: Callable[[], dict[str, Any]],
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    extra = {"bootstrap.servers": "a:9092", "sasl.password": "spark-secret-pw"}
-    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_A", json.dumps({"conn_type": "kafka", "extra": extra}))
-    config = write_config(
+CONNECTION_EXTRA = {"bootstrap.servers": "a:9092", "sasl.password": "spark-secret-pw"}
+
+
+@pytest.fixture
+def connected_config(write_config: Callable[..., Path], monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A flow whose cluster A takes its settings (a password among them) from the Airflow connection kafka_a."""
+    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_A", json.dumps({"conn_type": "kafka", "extra": CONNECTION_EXTRA}))
+    return write_config(
         "clusters = A, B\nA.bootstrap.servers = 127.0.0.1:1\nB.bootstrap.servers = 127.0.0.1:2\n"
         "A.mirrorflow.connection = kafka_a\nA->B.enabled = true\n"
     )
-    operator(config, tmp_path).execute({})
+
+
+def test_connection_credentials_reach_the_job_in_its_environment_only(
+    connected_config: Path, tmp_path: Path, fake_spark: Callable[[], dict[str, Any]]
+) -> None:
+    operator(connected_config, tmp_path).execute({})
     seen = fake_spark()
-    assert json.loads(seen["env"]["MIRRORFLOW_CLUSTER_SETTINGS"]) == {"A": extra}
+    assert json.loads(seen["env"]["MIRRORFLOW_CLUSTER_SETTINGS"]) == {"A": CONNECTION_EXTRA}
     assert "spark-secret-pw" not in " ".join(seen["argv"])
 
 
 def test_connection_credentials_are_refused_where_spark_would_show_them_as_configuration(
-    write_config: Callable[..., Path],
-    tmp_path: Path,
-    fake_spark: Callable[[], dict[str, Any]],
-    monkeypatch: pytest.MonkeyPatch,
+    connected_config: Path, tmp_path: Path, fake_spark: Callable[[], dict[str, Any]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """On YARN and Kubernetes the Spark provider passes the task's environment on as `--conf` (the driver runs
     elsewhere): the credentials would be shown in Spark's UI, so the copy is refused with the way out."""
-    extra = {"bootstrap.servers": "a:9092", "sasl.password": "spark-secret-pw"}
-    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_A", json.dumps({"conn_type": "kafka", "extra": extra}))
-    monkeypatch.setenv(CONN_ENV, json.dumps({"conn_type": "spark", "host": "yarn"}))
-    config = write_config(
-        "clusters = A, B\nA.bootstrap.servers = 127.0.0.1:1\nB.bootstrap.servers = 127.0.0.1:2\n"
-        "A.mirrorflow.connection = kafka_a\nA->B.enabled = true\n"
-    )
     from airflow.sdk.exceptions import AirflowFailException
 
+    monkeypatch.setenv(CONN_ENV, json.dumps({"conn_type": "spark", "host": "yarn"}))
     with pytest.raises(AirflowFailException) as refused:
-        operator(config, tmp_path).execute({})
+        operator(connected_config, tmp_path).execute({})
     message = str(refused.value)
     assert "shown in its UI" in message and "${env:...}" in message and "spark-secret-pw" not in message
 

@@ -5,25 +5,13 @@ a real standalone master is tests/spark/test_standalone_sizing.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pytest
+from tests.config.test_config_validation import BASE, Errors, Load
 
 from mirrorflow.airflow.spark_sizing import submit_conf, tasks_needed, timeout_message
 from mirrorflow.config.clients import MASK
-from mirrorflow.config.issues import Issue
-from mirrorflow.config.model import Flow, MirrorConfig
+from mirrorflow.config.model import Flow
 from mirrorflow.spark.copy_job import in_process_conf
-
-Load = Callable[..., MirrorConfig]
-Errors = Callable[..., list[Issue]]
-
-BASE = """
-clusters = a, b
-a.bootstrap.servers = a:9092
-b.bootstrap.servers = b:9092
-a->b.enabled = true
-"""
 
 
 def flow(load: Load, extra: str) -> Flow:

@@ -25,6 +25,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 from tests.kafka_helpers import read_partition
+from tests.spark.copy_probe import copy_operator
 from tests.spark.standalone import Standalone
 
 from mirrorflow.core.checkpoint import Checkpoint
@@ -265,7 +266,6 @@ def test_credentials_from_an_airflow_connection_reach_the_copy_on_a_standalone_c
     """The SCRAM password is only in the Airflow connection (the file's is wrong), and the copy runs on a real
     `spark://` master: the driver gets the connection's settings from the task, the executors the clients it
     built, and nothing the task prints shows a secret."""
-    from mirrorflow.airflow.spark import MirrorflowCopyOperator
     from mirrorflow.airflow.tasks import load_flow
     from mirrorflow.replication.flow_cycle import run_control_plane
 
@@ -284,17 +284,7 @@ def test_credentials_from_an_airflow_connection_reach_the_copy_on_a_standalone_c
     monkeypatch.setenv("AIRFLOW_CONN_MIRRORFLOW_SPARK", json.dumps({"conn_type": "spark", "host": standalone.master}))
     monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
     run_control_plane(load_flow(str(config), "scram->tls"))
-    operator = MirrorflowCopyOperator(
-        task_id="copy",
-        application=str(Path(__file__).resolve().parents[2] / "spark_jobs" / "mirrorflow_copy.py"),
-        config_path=str(config),
-        flow_name="scram->tls",
-        clusters=None,
-        copy_mode="interval",
-        run_seconds=60,
-        spark_master="local[*]",
-        explicit_master=False,
-    )
+    operator = copy_operator(config, "scram->tls")
     result = operator.execute({})
     assert result is not None
     assert (result["records"], result["master"]) == (100, standalone.master), result

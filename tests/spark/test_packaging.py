@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.spark.copy_probe import copy_operator
 
 from mirrorflow.spark.packaging import (
     ARCHIVE_ENV,
@@ -72,8 +73,6 @@ def test_a_prebuilt_archive_is_used_as_given_and_a_missing_one_refused(
 def test_the_copy_operator_ships_package_and_env_to_a_standalone_master(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from mirrorflow.airflow.spark import MirrorflowCopyOperator
-
     binary, record, archive, app = (tmp_path / n for n in ("spark-submit", "record.json", "env.tar.gz", "app.py"))
     binary.write_text(RECORDER)
     binary.chmod(0o755)
@@ -88,18 +87,7 @@ def test_the_copy_operator_ships_package_and_env_to_a_standalone_master(
     monkeypatch.setenv("FAKE_SPARK_RECORD", str(record))
     monkeypatch.setenv(ARCHIVE_ENV, str(archive))
     monkeypatch.setenv("AIRFLOW_CONN_MIRRORFLOW_SPARK", json.dumps({"conn_type": "spark", "host": "spark://m:7077"}))
-    operator = MirrorflowCopyOperator(
-        task_id="copy",
-        application=str(app),
-        config_path=str(config),
-        flow_name="A->B",
-        clusters=None,
-        copy_mode="interval",
-        run_seconds=300,
-        spark_master="local[*]",
-        explicit_master=False,
-        spark_binary=str(binary),
-    )
+    operator = copy_operator(config, "A->B", application=str(app), spark_binary=str(binary))
     result = operator.execute({})
     seen: dict[str, Any] = json.loads(record.read_text())
     argv = seen["argv"]

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import NewTopic
 from tests.kafka_helpers import KafkaKit
+from tests.spark.copy_probe import copy_operator
 from tests.spark.standalone import get_json, history_server
 
 from mirrorflow.config.loader import load_config
@@ -34,8 +35,6 @@ def completed_copy(url: str) -> dict[str, Any] | None:
 def test_a_copy_s_event_log_is_written_and_the_history_server_shows_it(
     tmp_path: Path, kafka: KafkaKit, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from mirrorflow.airflow.spark import MirrorflowCopyOperator
-
     topic = kafka.topic("events")
     kafka.admin("A").create_topics([NewTopic(topic, 2, 1)])[topic].result()
     producer = kafka.producer("A")
@@ -54,17 +53,7 @@ def test_a_copy_s_event_log_is_written_and_the_history_server_shows_it(
     )
     run_control_plane(load_config(config).flow("A->B"))
     monkeypatch.delenv("AIRFLOW_CONN_MIRRORFLOW_SPARK", raising=False)
-    operator = MirrorflowCopyOperator(
-        task_id="copy",
-        application=str(REPO / "spark_jobs" / "mirrorflow_copy.py"),
-        config_path=str(config),
-        flow_name="A->B",
-        clusters=None,
-        copy_mode="interval",
-        run_seconds=60,
-        spark_master="local[2]",
-        explicit_master=True,
-    )
+    operator = copy_operator(config, "A->B", spark_master="local[2]", explicit_master=True)
     result = operator.execute({})
     assert result is not None and result["records"] == 100, result
     logs = list(events.iterdir())

@@ -22,6 +22,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from tests.kafka_helpers import KafkaKit, read_partition
+from tests.spark.copy_probe import copy_operator
 from tests.spark.standalone import BIN, Standalone
 
 from mirrorflow.config.loader import load_config
@@ -155,27 +156,13 @@ def test_the_airflow_copy_task_ships_the_same_way_to_the_cluster(
     kafka: KafkaKit,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from mirrorflow.airflow.spark import MirrorflowCopyOperator
-
     topic = kafka.topic("standalone-op")
     produce_source(kafka.admin("A"), kafka.producer("A"), topic)
     config = write_config(tmp_path / "mm2.properties", kafka.clusters, topic)
     run_control_plane(load_config(config).flow("A->B"))
     monkeypatch.setenv("AIRFLOW_CONN_MIRRORFLOW_SPARK", json.dumps({"conn_type": "spark", "host": standalone.master}))
     monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
-    operator = MirrorflowCopyOperator(
-        task_id="copy",
-        application=str(REPO / "spark_jobs" / "mirrorflow_copy.py"),
-        config_path=str(config),
-        flow_name="A->B",
-        clusters=None,
-        copy_mode="interval",
-        run_seconds=60,
-        spark_master="local[*]",
-        explicit_master=False,
-        driver_memory="512m",
-        executor_memory="512m",
-    )
+    operator = copy_operator(config, "A->B", driver_memory="512m", executor_memory="512m")
     result = operator.execute({})
     assert result is not None
     assert (result["records"], result["master"], result["partitions"]) == (
