@@ -82,6 +82,20 @@ def test_runbook_tasks_jump_the_queue_and_cannot_hang(tmp_path: Path, dag_bag: C
             assert task.execution_timeout == dt.timedelta(seconds=600), task.task_id
 
 
+def test_runbook_runs_past_the_rto_target_raise_a_deadline_alert(tmp_path: Path, dag_bag: Callable[..., Any]) -> None:
+    from mirrorflow.airflow.failover_dag import RTO_LOG
+
+    config = offline_config(tmp_path)
+    for dag_id in RUNBOOKS:
+        [alert] = dag_bag(config).dags[dag_id].deadline
+        assert alert.interval == dt.timedelta(seconds=900) and alert.callback.path == RTO_LOG
+    config.write_text(config.read_text() + "A->B.mirrorflow.runbook.rto.target.seconds = 300\n")
+    for dag_id in RUNBOOKS:
+        [alert] = dag_bag(config).dags[dag_id].deadline
+        assert alert.interval == dt.timedelta(seconds=300), dag_id
+        assert alert.callback.kwargs == {"runbook": dag_id.removeprefix("mirrorflow_")}
+
+
 def test_dag_bag_holds_both_runbooks_with_the_form(tmp_path: Path, dag_bag: Callable[..., Any]) -> None:
     bag = dag_bag(offline_config(tmp_path))
     assert bag.import_errors == {}

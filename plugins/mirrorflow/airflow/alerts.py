@@ -74,14 +74,19 @@ def deadline_alert(flow: Flow) -> Any:
     """Airflow's DeadlineAlert for the flow's DAG runs, measured from when a run was queued (so a run stuck
     waiting for a slot counts). The scheduler checks deadlines and the executor runs the callback, with
     `context` and the flow's name; a task timeout cannot see a run that never started."""
+    path = flow.airflow_deadline_notifier or f"{__name__}.log_deadline_miss"
+    return queued_deadline(deadline_seconds(flow), path, flow=flow.name)
+
+
+def queued_deadline(seconds: int, path: str, **kwargs: str) -> Any:
+    """A DeadlineAlert `seconds` after a run was queued, calling the callable at `path` with `kwargs`."""
     from airflow.sdk.definitions.callback import SyncCallback
     from airflow.sdk.definitions.deadline import DeadlineAlert, DeadlineReference
 
-    path = flow.airflow_deadline_notifier or f"{__name__}.log_deadline_miss"
     return DeadlineAlert(
         reference=DeadlineReference.DAGRUN_QUEUED_AT,
-        interval=dt.timedelta(seconds=deadline_seconds(flow)),
-        callback=SyncCallback(path, kwargs={"flow": flow.name}),
+        interval=dt.timedelta(seconds=seconds),
+        callback=SyncCallback(path, kwargs=kwargs),
     )
 
 
@@ -93,5 +98,17 @@ def log_deadline_miss(context: Mapping[str, Any] | None = None, flow: str = "?",
         "Mirrorflow alert: flow %s: DAG run %s is still running past its deadline (mirrorflow.airflow.deadline."
         "seconds); a copy starved of Spark cores or a run waiting for a worker slot are the usual causes",
         flow,
+        run_id,
+    )
+
+
+def log_rto_miss(context: Mapping[str, Any] | None = None, runbook: str = "?", **_: Any) -> None:
+    """The default RTO alert of the runbook DAGs: one ERROR line to match in the logs."""
+    run = (context or {}).get("dag_run")
+    run_id = run.get("run_id", "?") if isinstance(run, Mapping) else getattr(run, "run_id", "?")
+    log.error(
+        "Mirrorflow alert: the %s runbook run %s is still going past the recovery time objective "
+        "(mirrorflow.runbook.rto.target.seconds): look for its failed or waiting step",
+        runbook,
         run_id,
     )

@@ -30,6 +30,7 @@ from typing import Any
 from airflow.providers.standard.operators.python import PythonOperator
 from airflow.sdk import DAG, Param, get_parsing_context
 
+from mirrorflow.airflow.alerts import queued_deadline
 from mirrorflow.airflow.assets import runbook_asset
 from mirrorflow.airflow.dag_ids import flow_dag_id
 from mirrorflow.airflow.drill_dag import DRILL_DAG_ID, build_drill_dag
@@ -50,6 +51,8 @@ log = logging.getLogger(__name__)
 DIRECTIONS = ("failover", "failback")
 REPORT_TASK = "report"
 ANNOUNCE_TASK = "announce"
+RTO_DEFAULT_S = 900
+RTO_LOG = "mirrorflow.airflow.alerts.log_rto_miss"
 
 
 def register_failover_dags(
@@ -72,7 +75,15 @@ def register_failover_dags(
         return {}
     aliases = sorted(config.clusters)
     step_timeout = dt.timedelta(seconds=max((f.runbook_step_timeout_seconds for f in config.flows), default=1800))
-    dags = {f"mirrorflow_{d}": build_runbook_dag(d, str(path), aliases, repo, step_timeout) for d in wanted}
+    # The strictest recovery time objective of the flows: a runbook run still going past it raises the alert.
+    rto = min((f.runbook_rto_target_seconds for f in config.flows), default=RTO_DEFAULT_S)
+    notifier = next((f.airflow_deadline_notifier for f in config.flows if f.airflow_deadline_notifier), None)
+    dags = {
+        f"mirrorflow_{d}": build_runbook_dag(
+            d, str(path), aliases, repo, step_timeout, queued_deadline(rto, notifier or RTO_LOG, runbook=d)
+        )
+        for d in wanted
+    }
     drill_dag = build_drill_dag(config, str(path)) if drill else None
     if drill_dag is not None:
         dags[DRILL_DAG_ID] = drill_dag
@@ -132,6 +143,7 @@ def build_runbook_dag(
     aliases: list[str],
     repo: Path,
     step_timeout: dt.timedelta = dt.timedelta(seconds=1800),
+    deadline: Any = None,
 ) -> DAG:
     with DAG(
         dag_id=f"mirrorflow_{direction}",
@@ -145,6 +157,7 @@ def build_runbook_dag(
         description=f"Mirrorflow {direction} runbook (docs/design.md §4): trigger with the form; dry run by default",
         dag_display_name=f"mirrorflow {direction}",
         doc_md=_doc(direction, config_path),
+        deadline=deadline,
         default_args={
             "owner": "mirrorflow",
             "retries": 0,

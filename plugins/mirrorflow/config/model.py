@@ -84,6 +84,7 @@ TYPED_FIELDS: dict[str, str] = {
     "airflow_retry_delay_seconds": "mirrorflow.airflow.retry.delay.seconds",
     "airflow_execution_timeout_seconds": "mirrorflow.airflow.execution.timeout.seconds",
     "runbook_step_timeout_seconds": "mirrorflow.runbook.step.timeout.seconds",
+    "runbook_rto_target_seconds": "mirrorflow.runbook.rto.target.seconds",
     "drill_schedule": "mirrorflow.drill.schedule",
     "drill_fence": "mirrorflow.drill.fence",
     "drill_fence_command": "mirrorflow.drill.fence.command",
@@ -202,6 +203,10 @@ class Flow(BaseModel):
     airflow_execution_timeout_seconds: int = 900
     """The longest a one-shot control-plane task (discover, topic/config/ACL sync) may run."""
     runbook_step_timeout_seconds: int = 1800
+    runbook_rto_target_seconds: int = 900
+    """The recovery time objective: a failover/failback DAG run still going this long after it was queued
+    raises a DeadlineAlert (the strictest value of the flows; `mirrorflow.airflow.deadline.notifier` or a log
+    line)."""
     drill_schedule: str | None = None
     """When `mirrorflow_drill` rehearses this flow's failover (an Airflow schedule); None: no drill DAG."""
     drill_fence: str = "acl"
