@@ -16,16 +16,9 @@ from mirrorflow.core.errors import MirrorflowError
 REPO = Path(__file__).resolve().parents[2]
 DAG_FILE = REPO / "dags" / "mirrorflow_flows.py"
 TWO_CLUSTERS = "clusters = A, B\nA.bootstrap.servers = 127.0.0.1:19092\nB.bootstrap.servers = 127.0.0.1:29092\n"
-FLOW_TASKS = {
-    "discover",
-    "sync_topics",
-    "sync_configs",
-    "sync_acls",
-    "copy",
-    "emit_checkpoints",
-    "sync_group_offsets",
-    "heartbeats",
-}
+FLOW_TASKS = {"discover", "sync_topics", "sync_configs", "sync_acls", "copy"}
+INTERVAL_TASKS = FLOW_TASKS | {"emit_checkpoints", "sync_group_offsets", "heartbeats"}
+CONTINUOUS_TASKS = FLOW_TASKS | {"loops"}  # heartbeats, checkpoints and group sync: one worker slot
 SECRETS = ("s3cret-jaas-pw", "k3y-pw", "tru5t-pw")
 
 
@@ -59,10 +52,12 @@ def test_one_dag_per_enabled_flow_with_the_design_task_graph(
     assert set(bag.dags) == {"mirrorflow__A__B", "mirrorflow__B__A"}
 
     continuous, interval = bag.dags["mirrorflow__A__B"], bag.dags["mirrorflow__B__A"]
+    assert {t.task_id for t in continuous.tasks} == CONTINUOUS_TASKS
+    assert {t.task_id for t in interval.tasks} == INTERVAL_TASKS
+    assert downstream(continuous, "sync_topics") == {"sync_configs", "sync_acls"}
+    assert downstream(interval, "sync_topics") == {"sync_configs", "sync_acls", "heartbeats"}
     for dag in (continuous, interval):
-        assert {t.task_id for t in dag.tasks} == FLOW_TASKS
         assert downstream(dag, "discover") == {"sync_topics"}
-        assert downstream(dag, "sync_topics") == {"sync_configs", "sync_acls", "heartbeats"}
         assert dag.max_active_runs == 1
         assert dag.catchup is False
         copy = dag.get_task("copy")
@@ -77,7 +72,7 @@ def test_one_dag_per_enabled_flow_with_the_design_task_graph(
     assert set(continuous.tags) == {"mirrorflow", "source:A", "target:B"}
     assert type(continuous.timetable).__name__ == "ContinuousTimetable"
     for upstream in ("sync_configs", "sync_acls"):
-        assert downstream(continuous, upstream) == {"copy", "emit_checkpoints", "sync_group_offsets"}
+        assert downstream(continuous, upstream) == {"copy", "loops"}
     assert downstream(continuous, "copy") == set()
     assert continuous.get_task("copy").application_args == [
         str(config), "--flow", "A->B", "--mode", "continuous", "--run-seconds", "300"
@@ -192,7 +187,7 @@ def test_a_broken_flow_becomes_a_placeholder_and_the_others_run(
     )
     bag = dag_bag(config)
     assert bag.import_errors == {}
-    assert {t.task_id for t in bag.dags["mirrorflow__A__B"].tasks} == FLOW_TASKS
+    assert {t.task_id for t in bag.dags["mirrorflow__A__B"].tasks} == CONTINUOUS_TASKS
     broken = bag.dags["mirrorflow__B__A"]
     assert "mirrorflow:broken" in broken.tags
     assert type(broken.timetable).__name__ == "NullTimetable"
@@ -303,7 +298,7 @@ def test_an_unexpected_build_failure_is_contained_to_its_flow(
     )
     bag = dag_bag(config)
     assert bag.import_errors == {}
-    assert {t.task_id for t in bag.dags["mirrorflow__A__B"].tasks} == FLOW_TASKS
+    assert {t.task_id for t in bag.dags["mirrorflow__A__B"].tasks} == CONTINUOUS_TASKS
     broken = bag.dags["mirrorflow__B__A"]
     assert [t.task_id for t in broken.tasks] == ["config_error"]
     assert f"{config}: flow B->A: OverflowError" in broken.doc_md
@@ -370,8 +365,7 @@ def test_continuous_loops_can_have_a_pool_of_their_own(
     bag = dag_bag(config)
     assert bag.import_errors == {}
     pooled, default = bag.dags["mirrorflow__A__B"], bag.dags["mirrorflow__B__A"]
-    loops = {"emit_checkpoints", "sync_group_offsets", "heartbeats"}
-    assert {t.task_id for t in pooled.tasks if t.pool == "mirrorflow_loops"} == loops
+    assert {t.task_id for t in pooled.tasks if t.pool == "mirrorflow_loops"} == {"loops"}
     assert {t.pool for t in default.tasks} == {"default_pool"}
 
 

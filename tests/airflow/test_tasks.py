@@ -13,7 +13,7 @@ from confluent_kafka.admin import AdminClient
 
 from mirrorflow.airflow import tasks
 from mirrorflow.airflow.reports import compact, repeated_summary
-from mirrorflow.airflow.tasks import repeat
+from mirrorflow.airflow.tasks import repeat, repeat_each
 from mirrorflow.kafka.client_logs import with_logger
 from mirrorflow.local.cluster import LocalClusters
 from mirrorflow.local.properties import mm2_config_text
@@ -67,6 +67,29 @@ def test_repeat_stops_early_when_asked_between_rounds() -> None:
     assert reports == [100.0, 101.0]
 
 
+def test_repeat_each_keeps_every_steps_own_cadence_in_one_thread() -> None:
+    clock = FakeClock()
+    calls: list[tuple[str, float]] = []
+
+    def step(name: str) -> Callable[[], str]:
+        def run() -> str:
+            calls.append((name, clock.now))
+            clock.now += 0.1
+            return name
+
+        return run
+
+    steps = {"beat": (1.0, step("beat")), "sync": (2.0, step("sync"))}
+    reports = repeat_each(steps, for_seconds=5.0, clock=clock, sleep=clock.sleep)
+    assert {name: len(r) for name, r in reports.items()} == {"beat": 5, "sync": 3}
+    assert [round(t - 100, 1) for name, t in calls if name == "beat"] == [0.0, 1.0, 2.0, 3.0, 4.0]
+    assert [round(t - 100, 1) for name, t in calls if name == "sync"] == [0.1, 2.1, 4.1]
+    answers = iter([None, None, "flow A->B is paused by a failover A->B"])
+    stopped = repeat_each(steps, for_seconds=10.0, clock=clock, sleep=clock.sleep, stop=lambda: next(answers))
+    assert {name: len(r) for name, r in stopped.items()} == {"beat": 3, "sync": 1}
+    assert repeat_each({}, for_seconds=5.0, clock=clock, sleep=clock.sleep) == {}
+
+
 @dataclass(frozen=True)
 class Row:
     topic: str
@@ -113,6 +136,33 @@ def test_heartbeats_keep_their_cadence_while_a_continuous_copy_runs(
         assert report["runs"] == 3
         assert report["last"]["emitted"] is True
         assert 2.0 <= elapsed < 10.0
+        assert _heartbeats_on(kafka_admin("B"), checker) - before == 3
+    finally:
+        checker.close()
+
+
+@pytest.mark.integration
+def test_the_loops_task_runs_heartbeats_checkpoints_and_group_sync_at_their_cadences(
+    tmp_path: Path, kafka_clusters: LocalClusters, kafka_admin: Callable[..., AdminClient]
+) -> None:
+    """Continuous mode's one loop task (one worker slot instead of three) for the copy's run time."""
+    config = _pair_config(
+        tmp_path / "mm2.properties",
+        kafka_clusters,
+        "mirrorflow.copy.run.seconds = 3\nemit.heartbeats.interval.seconds = 1\n"
+        "emit.checkpoints.interval.seconds = 1\nsync.group.offsets.interval.seconds = 2\n"
+        "sync.group.offsets.enabled = true\n",
+    )
+    tasks.sync_topics(config, "A->B")
+    checker = Consumer(with_logger({"bootstrap.servers": kafka_clusters.bootstrap("B"), "group.id": "hb-check"}))
+    try:
+        before = _heartbeats_on(kafka_admin("B"), checker)
+        started = time.monotonic()
+        report = tasks.loops(config, "A->B")
+        assert 2.0 <= time.monotonic() - started < 15.0
+        runs = {name: report[name]["runs"] for name in ("heartbeats", "emit_checkpoints", "sync_group_offsets")}
+        assert runs == {"heartbeats": 3, "emit_checkpoints": 3, "sync_group_offsets": 2}, report
+        assert report["heartbeats"]["last"]["emitted"] is True
         assert _heartbeats_on(kafka_admin("B"), checker) - before == 3
     finally:
         checker.close()

@@ -22,6 +22,7 @@ TASK_DOCS = {
     "emit_checkpoints": "translate consumer-group offsets and write MM2 checkpoints (`emit.checkpoints.*`)",
     "sync_group_offsets": "write translated offsets into idle target groups (`sync.group.offsets.*`)",
     "heartbeats": "write heartbeats into the target's `heartbeats` topic (`emit.heartbeats.*`)",
+    "loops": "continuous mode: heartbeats, checkpoints and group sync in one task, each at its MM2 cadence",
 }
 
 

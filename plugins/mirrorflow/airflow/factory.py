@@ -198,7 +198,10 @@ class _Factory:
         schedule = self.schedule(flow)
         loop_timeout = dt.timedelta(seconds=flow.copy_run_seconds) + LOOP_MARGIN
         task_ids = ["discover", "sync_topics", "sync_configs", "sync_acls", "copy"]
-        task_ids += ["emit_checkpoints", "sync_group_offsets", "heartbeats"]
+        if flow.copy_mode == "continuous":
+            task_ids += ["loops"]
+        else:
+            task_ids += ["emit_checkpoints", "sync_group_offsets", "heartbeats"]
         with self._dag(
             dag_id,
             flow,
@@ -232,22 +235,22 @@ class _Factory:
                 ),
             )
             loops: dict[str, Any] = {"execution_timeout": loop_timeout}
-            if continuous and flow.airflow_loop_pool:
-                # Continuous loops hold a worker slot for the whole run, mostly asleep: a pool of their own keeps
-                # them from filling every slot, so a runbook started mid-incident still finds one.
-                loops["pool"] = flow.airflow_loop_pool
             outlets = {"outlets": [checkpoints_asset(flow.name)]} if flow.emit_checkpoints_enabled else {}
-            checkpoints = self._python("emit_checkpoints", flow, tasks.emit_checkpoints, **loops, **outlets)
-            groups = self._python("sync_group_offsets", flow, tasks.sync_group_offsets, **loops)
-            beats = self._python("heartbeats", flow, tasks.heartbeats, **loops)
             discover >> topics >> [configs, acls]
             if continuous:
+                if flow.airflow_loop_pool:
+                    # The loop task holds a worker slot for the whole run, mostly asleep: a pool of its own keeps
+                    # such tasks from filling every slot, so a runbook started mid-incident still finds one.
+                    loops["pool"] = flow.airflow_loop_pool
+                loop = self._python("loops", flow, tasks.loops, **loops, **outlets)
                 [configs, acls] >> copy
-                [configs, acls] >> checkpoints
-                [configs, acls] >> groups
+                [configs, acls] >> loop
             else:  # checkpoints translate what this run copied; group sync reads those checkpoints
+                checkpoints = self._python("emit_checkpoints", flow, tasks.emit_checkpoints, **loops, **outlets)
+                groups = self._python("sync_group_offsets", flow, tasks.sync_group_offsets, **loops)
+                beats = self._python("heartbeats", flow, tasks.heartbeats, **loops)
                 [configs, acls] >> copy >> checkpoints >> groups
-            topics >> beats
+                topics >> beats
         return dag
 
     def _heartbeat_dag(self, dag_id: str, pairs: list[Flow]) -> DAG:

@@ -4,10 +4,11 @@ Each one receives only the config path, the flow name and the `--clusters` subse
 Airflow's metadata database), loads the flow afresh on the worker, merges credentials from Airflow connections,
 calls the same replication function the CLI calls, and returns a small JSON summary for XCom.
 
-In continuous copy mode the copy runs for `mirrorflow.copy.run.seconds`; the heartbeat, checkpoint and group
-sync tasks run beside it for the same time at their MM2 cadences (`emit.heartbeats.interval.seconds`,
-`emit.checkpoints.interval.seconds`, `sync.group.offsets.interval.seconds`), so a DAG run is bounded and the
-next `@continuous` run takes over. In interval mode each runs once.
+In continuous copy mode the copy runs for `mirrorflow.copy.run.seconds`; one `loops` task runs heartbeats,
+checkpoints and group sync beside it for the same time, each at its MM2 cadence (`emit.heartbeats.interval.
+seconds`, `emit.checkpoints.interval.seconds`, `sync.group.offsets.interval.seconds`): one worker slot, mostly
+asleep, instead of three. A DAG run is bounded and the next `@continuous` run takes over. In interval mode each
+of the three is a task of its own that runs once.
 
 A flow a failover paused (its marker in the runbook topic on the flow's target, seen from any worker; with the
 air-gapped override `$MIRRORFLOW_STATE_DIR`, also a `paused-flow.json` marker under it) skips every task with
@@ -21,6 +22,7 @@ Replication modules are imported inside the callables: the scheduler's DAG parse
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import time
@@ -136,6 +138,38 @@ def repeat(
             log.warning("stopped after %d round(s): %s", len(reports), why)
             return reports
         reports.append(step())
+
+
+def repeat_each(
+    steps: dict[str, tuple[float, Callable[[], Any]]],
+    *,
+    for_seconds: float,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    stop: Callable[[], str | None] | None = None,
+) -> dict[str, list[Any]]:
+    """`repeat` for several steps in one thread, each at its own cadence (name -> (every, step)): all run now,
+    then each when due, until `for_seconds` have passed; the first failure raises. `stop()` is asked before
+    each later round."""
+    start = clock()
+    deadline = start + for_seconds
+    reports: dict[str, list[Any]] = {name: [step()] for name, (_, step) in steps.items()}
+    due = {name: start + every for name, (every, _) in steps.items()}
+    while due:
+        name = min(due, key=lambda n: due[n])
+        if due[name] >= deadline:
+            return reports
+        now = clock()
+        if due[name] > now:
+            sleep(due[name] - now)
+        why = stop() if stop is not None else None
+        if why is not None:
+            log.warning("stopped after %s: %s", {n: len(r) for n, r in reports.items()}, why)
+            return reports
+        every, step = steps[name]
+        reports[name].append(step())
+        due[name] += every
+    return reports
 
 
 def _cadence(flow: Flow, every: float, step: Callable[[], Any]) -> dict[str, Any]:
@@ -293,6 +327,54 @@ def sync_group_offsets(config_path: str, flow_name: str, clusters: Clusters = No
         return _skipped(flow, "sync.group.offsets.enabled = false")
     with FlowClients(flow) as clients:
         return _cadence(flow, float(flow.sync_group_offsets_interval_seconds), lambda: sync(flow, clients))
+
+
+def loops(config_path: str, flow_name: str, clusters: Clusters = None) -> dict[str, Any]:
+    """Continuous mode's one loop task: heartbeats, checkpoints and group sync for the copy's run time, each at
+    its cadence, checking the pause marker before each round. One failure fails the task (Airflow retries it).
+    Group sync reads the checkpoints topic afresh each round, so it sees this task's own checkpoints."""
+    from mirrorflow.replication.checkpoints import emit_checkpoints as emit
+    from mirrorflow.replication.failover.kafka_state import PAUSE_CACHE_S
+    from mirrorflow.replication.flow_clients import FlowClients
+    from mirrorflow.replication.flow_cycle import HEARTBEAT, run_control_plane
+    from mirrorflow.replication.group_sync import sync_group_offsets as sync
+    from mirrorflow.replication.offset_translation import CheckpointStore
+    from mirrorflow.replication.state_tail import OffsetMapTail
+
+    flow = load_flow(config_path, flow_name, clusters)
+    skip_if_paused(flow)
+    started = time.monotonic()
+    with FlowClients(flow) as clients, contextlib.ExitStack() as stack:
+        steps: dict[str, tuple[float, Callable[[], Any]]] = {}
+        if flow.emit_heartbeats_enabled:
+            beat = functools.partial(run_control_plane, flow, clients, steps={HEARTBEAT})
+            steps["heartbeats"] = (float(flow.emit_heartbeats_interval_seconds), lambda: beat().heartbeat)
+        if flow.emit_checkpoints_enabled:
+            store = CheckpointStore.for_flow(flow, timeout_s=clients.timeout_s)
+            state = OffsetMapTail.for_flow(flow, timeout_s=clients.timeout_s)
+            stack.callback(state.close)
+            every = float(flow.emit_checkpoints_interval_seconds)
+            steps["emit_checkpoints"] = (every, lambda: emit(flow, clients, store=store, state=state))
+        if flow.sync_group_offsets_enabled:
+            steps["sync_group_offsets"] = (float(flow.sync_group_offsets_interval_seconds), lambda: sync(flow, clients))
+        stop = functools.partial(pause_check, flow, PAUSE_CACHE_S)
+        reports = repeat_each(steps, for_seconds=float(flow.copy_run_seconds), stop=stop)
+    seconds = time.monotonic() - started
+    summary: dict[str, Any] = {"flow": flow.name}
+    for name, reason in LOOP_SWITCHES.items():
+        summary[name] = repeated_summary(reports[name], seconds) if name in reports else {"skipped": reason}
+    log.info("flow %s: %s", flow.name, {n: len(r) for n, r in reports.items()})
+    if "emit_checkpoints" in reports:
+        _announce_checkpoints(flow, summary["emit_checkpoints"])
+    return summary
+
+
+LOOP_SWITCHES = {
+    "heartbeats": "emit.heartbeats.enabled = false",
+    "emit_checkpoints": "emit.checkpoints.enabled = false",
+    "sync_group_offsets": "sync.group.offsets.enabled = false",
+}
+"""The steps of `loops`, with the key that turns each off."""
 
 
 def broken_flow(message: str) -> NoReturn:
