@@ -324,13 +324,14 @@ def test_retries_delay_and_timeout_come_from_the_flow(
     assert default.get_task("sync_topics").execution_timeout == timedelta(minutes=15)
 
 
-def test_each_flow_dag_run_has_a_deadline_alert_from_its_copy_bound_or_its_key(
+def test_a_flow_dag_run_gets_a_deadline_alert_when_its_key_is_set(
     write_config: Callable[..., Path],
     dag_bag: Callable[..., Any],
     caplog: pytest.LogCaptureFixture,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Measured from when the run was queued; the scheduler raising it is tests/airflow/test_scheduler_postgres.py."""
+    """Measured from when the run was queued; the scheduler raising it is tests/airflow/test_scheduler_postgres.py.
+    Opt-in (airflow/alerts.deadline_alert; tests/airflow/test_deadline_canary.py)."""
     import logging
 
     from mirrorflow.airflow.alerts import log_deadline_miss
@@ -340,7 +341,7 @@ def test_each_flow_dag_run_has_a_deadline_alert_from_its_copy_bound_or_its_key(
         TWO_CLUSTERS + "A->B.enabled = true\nB->A.enabled = true\n"
         "A->B.mirrorflow.airflow.deadline.seconds = 600\n"
         "A->B.mirrorflow.airflow.deadline.notifier = tests.airflow.notify_probe.record_deadline\n"
-        "B->A.mirrorflow.copy.mode = interval\n"
+        "B->A.mirrorflow.airflow.deadline.seconds = 4500\n"
     )
     bag = dag_bag(config)
     assert bag.import_errors == {}
@@ -349,10 +350,12 @@ def test_each_flow_dag_run_has_a_deadline_alert_from_its_copy_bound_or_its_key(
     assert tuned.callback.path == "tests.airflow.notify_probe.record_deadline"
     assert tuned.callback.kwargs == {"flow": "A->B"}
     assert type(tuned.reference).__name__ == type(default.reference).__name__ == "DagRunQueuedAtDeadline"
-    assert default.interval == timedelta(seconds=3600 + 900)  # the interval copy's timeout plus 15 minutes
+    assert default.interval == timedelta(seconds=4500)
     assert default.callback.path == "mirrorflow.airflow.alerts.log_deadline_miss"
     log_deadline_miss(context={"dag_run": {"run_id": "manual__1"}}, flow="B->A")
     assert "flow B->A: DAG run manual__1 is still running past its deadline" in caplog.text
+    unset = dag_bag(write_config(TWO_CLUSTERS + "A->B.enabled = true\n")).dags["mirrorflow__A__B"]
+    assert not unset.deadline
 
 
 def test_continuous_loops_can_have_a_pool_of_their_own(

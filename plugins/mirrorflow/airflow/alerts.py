@@ -56,26 +56,22 @@ def log_failure(context: Mapping[str, Any]) -> None:
     )
 
 
-DEADLINE_MARGIN_S = 900
 DEADLINE_NOTIFIER_KEY = "mirrorflow.airflow.deadline.notifier"
 
 
-def deadline_seconds(flow: Flow) -> int:
-    """How long after it was queued a flow DAG run may still be running: `mirrorflow.airflow.deadline.seconds`,
-    else the copy's own bound (a continuous run's length, an interval copy's timeout) plus 15 minutes for the
-    other tasks and a wait for a worker slot."""
-    if flow.airflow_deadline_seconds:
-        return flow.airflow_deadline_seconds
-    copy = flow.copy_run_seconds if flow.copy_mode == "continuous" else flow.copy_interval_timeout_seconds
-    return copy + DEADLINE_MARGIN_S
-
-
 def deadline_alert(flow: Flow) -> Any:
-    """Airflow's DeadlineAlert for the flow's DAG runs, measured from when a run was queued (so a run stuck
-    waiting for a slot counts). The scheduler checks deadlines and the executor runs the callback, with
-    `context` and the flow's name; a task timeout cannot see a run that never started."""
+    """Airflow's DeadlineAlert for the flow's DAG runs when `mirrorflow.airflow.deadline.seconds` is set (else
+    None), measured from when a run was queued, so a run stuck waiting for a slot counts. The scheduler checks
+    deadlines and the executor runs the callback, with `context` and the flow's name; a task timeout cannot see
+    a run that never started.
+
+    Opt-in because Airflow 3.3's `dag.test()` fails every run of a DAG that has one: at the run's end it looks
+    the alert up by its serialized form instead of its stored id (`tests/airflow/test_deadline_canary.py`
+    fails once that is fixed, and the default can become the copy's bound plus a margin)."""
+    if not flow.airflow_deadline_seconds:
+        return None
     path = flow.airflow_deadline_notifier or f"{__name__}.log_deadline_miss"
-    return queued_deadline(deadline_seconds(flow), path, flow=flow.name)
+    return queued_deadline(flow.airflow_deadline_seconds, path, flow=flow.name)
 
 
 def queued_deadline(seconds: int, path: str, **kwargs: str) -> Any:

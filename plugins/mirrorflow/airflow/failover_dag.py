@@ -51,7 +51,6 @@ log = logging.getLogger(__name__)
 DIRECTIONS = ("failover", "failback")
 REPORT_TASK = "report"
 ANNOUNCE_TASK = "announce"
-RTO_DEFAULT_S = 900
 RTO_LOG = "mirrorflow.airflow.alerts.log_rto_miss"
 
 
@@ -76,11 +75,11 @@ def register_failover_dags(
     aliases = sorted(config.clusters)
     step_timeout = dt.timedelta(seconds=max((f.runbook_step_timeout_seconds for f in config.flows), default=1800))
     # The strictest recovery time objective of the flows: a runbook run still going past it raises the alert.
-    rto = min((f.runbook_rto_target_seconds for f in config.flows), default=RTO_DEFAULT_S)
+    rto = min((f.runbook_rto_target_seconds for f in config.flows if f.runbook_rto_target_seconds), default=None)
     notifier = next((f.airflow_deadline_notifier for f in config.flows if f.airflow_deadline_notifier), None)
     dags = {
         f"mirrorflow_{d}": build_runbook_dag(
-            d, str(path), aliases, repo, step_timeout, queued_deadline(rto, notifier or RTO_LOG, runbook=d)
+            d, str(path), aliases, repo, step_timeout, rto and queued_deadline(rto, notifier or RTO_LOG, runbook=d)
         )
         for d in wanted
     }

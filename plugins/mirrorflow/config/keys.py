@@ -271,7 +271,7 @@ MIRRORFLOW_FLOW_KEYS: dict[str, KeySpec] = {
         KeySpec("mirrorflow.airflow.deadline.notifier", "string", None),
         KeySpec("mirrorflow.airflow.loop.pool", "string", None),
         KeySpec("mirrorflow.runbook.step.timeout.seconds", "long", "1800"),
-        KeySpec("mirrorflow.runbook.rto.target.seconds", "long", "900"),
+        KeySpec("mirrorflow.runbook.rto.target.seconds", "long", None),
         # DR drills (replication/failover/drill.py): no schedule, no drill DAG.
         KeySpec("mirrorflow.drill.schedule", "string", None),
         KeySpec("mirrorflow.drill.fence", "enum", "acl", choices=("acl", "command", "none"), case_insensitive=True),

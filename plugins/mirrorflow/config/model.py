@@ -203,10 +203,10 @@ class Flow(BaseModel):
     airflow_execution_timeout_seconds: int = 900
     """The longest a one-shot control-plane task (discover, topic/config/ACL sync) may run."""
     runbook_step_timeout_seconds: int = 1800
-    runbook_rto_target_seconds: int = 900
+    runbook_rto_target_seconds: int | None = None
     """The recovery time objective: a failover/failback DAG run still going this long after it was queued
     raises a DeadlineAlert (the strictest value of the flows; `mirrorflow.airflow.deadline.notifier` or a log
-    line)."""
+    line). None: no deadline (opt-in, see airflow/alerts.deadline_alert)."""
     drill_schedule: str | None = None
     """When `mirrorflow_drill` rehearses this flow's failover (an Airflow schedule); None: no drill DAG."""
     drill_fence: str = "acl"
@@ -218,8 +218,8 @@ class Flow(BaseModel):
     longest of its flows' values."""
     airflow_failure_notifier: str | None = None
     airflow_deadline_seconds: int | None = None
-    """A flow DAG run still running this long after it was queued raises Airflow's DeadlineAlert; None: the
-    copy's own bound (`run.seconds`, or the interval timeout) plus 15 minutes (airflow/alerts.py)."""
+    """A flow DAG run still running this long after it was queued raises Airflow's DeadlineAlert; None: no
+    deadline (opt-in: airflow/alerts.deadline_alert says why)."""
     airflow_deadline_notifier: str | None = None
     """Dotted path of the deadline callback (called with `context` and `flow`); None: an ERROR log line."""
     airflow_loop_pool: str | None = None
