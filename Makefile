@@ -92,6 +92,12 @@ test-security: setup
 soak: setup
 	$(PY) benchmarks/soak.py $(SOAK_ARGS)
 
+# Peak RSS of one process copying 8 partitions, buffers capped in bytes only vs. in bytes and records
+# (docs/benchmarks.md, "Memory per copy task"; ~2 minutes).
+.PHONY: bench-memory
+bench-memory: setup
+	$(PY) benchmarks/bench_task_memory.py $(BENCH_ARGS)
+
 # Mirrorflow's copy against a bare confluent-kafka loop on local clusters it starts (docs/benchmarks.md).
 bench-copy: setup
 	$(PY) benchmarks/bench_copy.py $(BENCH_ARGS)

@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -119,11 +120,23 @@ def _in_child(tasks: list[CopyTask], watch: ArrivalWatch, *, until_caught_up: bo
 
 
 def copy_in_process(
-    config: Path, source: str, target: str, case: Case, alias: str, *, eos: bool, continuous: bool, timeout_s: float
+    config: Path,
+    source: str,
+    target: str,
+    case: Case,
+    alias: str,
+    *,
+    eos: bool,
+    continuous: bool,
+    timeout_s: float,
+    record_overhead_bytes: int | None = None,
 ) -> Run:
+    """`record_overhead_bytes` (when given) replaces the copy's per-record buffer cost (0: byte budgets only)."""
     prepare_flow_topics(source, target, alias, case, KEEP)
     flow = flow_of(config, alias)
     tasks = tasks_of(flow, case, interval=not continuous, run_seconds=timeout_s if continuous else None)
+    if record_overhead_bytes is not None:
+        tasks = [replace(task, record_overhead_bytes=record_overhead_bytes) for task in tasks]
     watch = ArrivalWatch(target, f"{alias}.{case.topic}", case)
     started, done, peak = _in_child(tasks, watch, until_caught_up=continuous, timeout_s=timeout_s)
     first = watch.first_arrival or done

@@ -11,7 +11,7 @@ from mirrorflow.kafka.transfer import READER_DEFAULTS, WRITER_DEFAULTS, tuned
 from mirrorflow.replication import copy_group
 from mirrorflow.replication.copy_group import TASK_MEMORY_BYTES
 from mirrorflow.replication.copy_plan import reads_committed, spread, summarise, totals_line
-from mirrorflow.replication.copy_task import CopyResult, CopyTask, buffer_settings
+from mirrorflow.replication.copy_task import RECORD_OVERHEAD_BYTES, CopyResult, CopyTask, buffer_settings
 
 MIB = 1024 * 1024
 
@@ -68,24 +68,40 @@ def test_every_range_lands_in_exactly_one_group(n: int) -> None:
 
 
 def test_a_single_range_keeps_the_full_buffers() -> None:
-    batch_bytes, reader, writer = buffer_settings(BASE)
-    assert batch_bytes == 64 * MIB
-    assert reader == {"queued.max.messages.kbytes": 64 * 1024}  # librdkafka's own default
-    assert writer == {"queue.buffering.max.kbytes": 128 * 1024}
+    batch_bytes, batch_records, reader, writer = buffer_settings(BASE)
+    assert (batch_bytes, batch_records) == (64 * MIB, BASE.batch_records)
+    assert reader == {
+        "queued.max.messages.kbytes": 64 * 1024,  # librdkafka's own default
+        "queued.min.messages": 100_000,  # librdkafka's own default: 64 MiB / 512 B is more
+        "fetch.message.max.bytes": 8 * MIB,  # the transfer default: 131,072 records of 64 B
+    }
+    assert writer == {"queue.buffering.max.kbytes": 128 * 1024, "queue.buffering.max.messages": 100_000}
 
 
-def test_ranges_sharing_a_task_share_its_buffer_budget() -> None:
-    batch_bytes, reader, writer = buffer_settings(replace(BASE, memory_bytes=TASK_MEMORY_BYTES // 8))
+def test_ranges_sharing_a_task_share_its_buffer_budget_in_bytes_and_in_records() -> None:
+    shared = replace(BASE, memory_bytes=TASK_MEMORY_BYTES // 8)
+    batch_bytes, batch_records, reader, writer = buffer_settings(shared)
     assert batch_bytes == 8 * MIB
     assert reader["queued.max.messages.kbytes"] * 1024 + batch_bytes + writer["queue.buffering.max.kbytes"] * 1024 == (
         TASK_MEMORY_BYTES // 8
     )
+    # Records count too (librdkafka's and Python's per-record cost): 8 MiB at 512 B a record.
+    records = 8 * MIB // RECORD_OVERHEAD_BYTES
+    assert (batch_records, reader["queued.min.messages"], writer["queue.buffering.max.messages"]) == (
+        records,
+        records,
+        2 * records,
+    )
+    assert reader["fetch.message.max.bytes"] == MIB  # one fetch of 100 B records stays within the record cap
     # a smaller configured transaction stays smaller
-    assert buffer_settings(replace(BASE, memory_bytes=TASK_MEMORY_BYTES // 8, batch_bytes=MIB))[0] == MIB
+    assert buffer_settings(replace(shared, batch_bytes=MIB)).batch_bytes == MIB
+    # the byte-only baseline of the benchmarks
+    unbounded = buffer_settings(replace(shared, record_overhead_bytes=0))
+    assert unbounded.batch_records == BASE.batch_records and "queued.min.messages" not in unbounded.reader
 
 
 def test_operator_settings_win_over_the_buffer_budget() -> None:
-    _, reader, writer = buffer_settings(replace(BASE, memory_bytes=TASK_MEMORY_BYTES // 8))
+    _, _, reader, writer = buffer_settings(replace(BASE, memory_bytes=TASK_MEMORY_BYTES // 8))
     conf = {"queued.max.messages.kbytes": "2048", "queue.buffering.max.kbytes": "4096"}
     assert "queued.max.messages.kbytes" not in tuned(conf, {**READER_DEFAULTS, **reader})
     assert "queue.buffering.max.kbytes" not in tuned(conf, {**WRITER_DEFAULTS, **writer})

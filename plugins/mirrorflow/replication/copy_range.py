@@ -143,7 +143,7 @@ def _copy_range(
             task.target_producer,
             transactional_id=task.transactional_id if task.exactly_once else None,
             timeout_s=task.timeout_s,
-            tuning=buffer_settings(task)[2],
+            tuning=buffer_settings(task).writer,
             max_message_bytes=task.max_message_bytes,
         )
         try:
@@ -216,11 +216,12 @@ def _copy(
             task.partition,
             start,
             read_committed=task.read_committed,
-            tuning=buffer_settings(task)[1],
+            tuning=buffer_settings(task).reader,
         )
         provenance = (task.source, task.target) if task.provenance else None
         chain, dead_letter = start_transforms(task)
-        end, batch_records, batch_bytes = task.end, task.batch_records, buffer_settings(task)[0]
+        buffers = buffer_settings(task)
+        end, batch_records, batch_bytes = task.end, buffers.batch_records, buffers.batch_bytes
         deadline = None if task.run_seconds is None else time.monotonic() + task.run_seconds
         continuous = end is None
         read_timeout = CAUGHT_UP_READ_TIMEOUT_S if continuous else READ_TIMEOUT_S

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from mirrorflow.core.transforms import ChainSpec
 
@@ -42,6 +42,8 @@ class CopyTask:
     batch_bytes: int = 64 * 1024 * 1024  # value bytes a transaction may hold, bounding a task's memory
     # The buffers of this range (see `buffer_settings`); `copy_ranges` divides a Spark task's budget among its ranges.
     memory_bytes: int = 256 * 1024 * 1024
+    # What a buffered record costs beyond its bytes (`RECORD_OVERHEAD_BYTES`); 0 counts bytes only (a baseline).
+    record_overhead_bytes: int = 512
     # The source reader's isolation: always read_committed in exactly-once mode; at-least-once too unless the
     # operator sets `<source>.consumer.isolation.level = read_uncommitted` (then aborted records are copied).
     read_committed: bool = True
@@ -61,16 +63,45 @@ class CopyTask:
     offset_syncs_producer: Mapping[str, str] = field(default_factory=dict, repr=False)
 
 
-def buffer_settings(task: CopyTask) -> tuple[int, dict[str, int], dict[str, int]]:
-    """How `task.memory_bytes` is spent: (value bytes per transaction, reader tuning, writer tuning). A quarter
-    each for the consumer's prefetch queue and the open transaction's values, half for the producer's records not
-    yet acknowledged. The operator's own `<alias>.consumer.*`/`producer.*` settings of these keys still win."""
+RECORD_OVERHEAD_BYTES = 512
+"""What a record costs beyond its key and value bytes while it waits in a copy's buffers: librdkafka's message
+and queue op on both clients, the Python message object and the offsets kept for the open transaction. The
+byte budgets below do not see it, so 100-byte records would take several times their budget; each buffer is
+therefore also capped in records (`buffer_settings`)."""
+
+
+class Buffers(NamedTuple):
+    """How a range spends `CopyTask.memory_bytes` (`buffer_settings`)."""
+
+    batch_bytes: int
+    """Value bytes one transaction may hold."""
+    batch_records: int
+    """Records one transaction may hold."""
+    reader: dict[str, int]
+    """librdkafka settings of the source reader (prefetch)."""
+    writer: dict[str, int]
+    """librdkafka settings of the target writer (records not yet acknowledged)."""
+
+
+def buffer_settings(task: CopyTask) -> Buffers:
+    """How `task.memory_bytes` is spent: a quarter each for the consumer's prefetch queue and the open
+    transaction's values, half for the producer's records not yet acknowledged, each counted in bytes and in
+    records at `RECORD_OVERHEAD_BYTES` a record (`record_overhead_bytes = 0` counts bytes only). The operator's
+    own `<alias>.consumer.*`/`producer.*` settings of these keys still win."""
     quarter_kib = max(task.memory_bytes // 4 // 1024, 1024)
-    return (
-        min(task.batch_bytes, quarter_kib * 1024),
-        {"queued.max.messages.kbytes": quarter_kib},
-        {"queue.buffering.max.kbytes": 2 * quarter_kib},
-    )
+    quarter = quarter_kib * 1024
+    reader = {"queued.max.messages.kbytes": quarter_kib}
+    writer = {"queue.buffering.max.kbytes": 2 * quarter_kib}
+    batch_records = task.batch_records
+    if task.record_overhead_bytes > 0:
+        records = max(quarter // task.record_overhead_bytes, 1000)
+        batch_records = min(batch_records, records)
+        # One fetch lands in the prefetch queue whole, however many records it holds: sized for the record cap at
+        # 64 bytes a record (the smallest records' batch share), so small records cannot overshoot it.
+        reader["fetch.message.max.bytes"] = min(8 * 1024 * 1024, max(1024 * 1024, records * 64))
+        reader["queued.min.messages"] = min(100_000, records)
+        writer["queue.buffering.max.messages"] = min(100_000, 2 * records)
+    return Buffers(min(task.batch_bytes, quarter), batch_records, reader, writer)
 
 
 @dataclass
