@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 from tests.cli.cli_helpers import MIRRORFLOW, cli, write_config
 
@@ -57,7 +57,8 @@ def test_run_once_exits_0_after_one_full_cycle(
     reports = {r["flow"]: r for r in json.loads(result.stdout)["flows"]}
     assert set(reports) == {"A->B", "B->A"}, "the enabled flow and MM2's heartbeat-only pair"
     flow = reports["A->B"]
-    assert flow["steps"] == ["topics", "configs", "acls", "heartbeat", "copy"]
+    # MM2's checkpoint connector runs after the copy (group offset sync is off by default, as in MM2)
+    assert flow["steps"] == ["topics", "configs", "acls", "heartbeat", "copy", "checkpoints"]
     assert [c["name"] for c in flow["topics"]["created"]] == [f"A.{tag}"]
     ours = [r for r in flow["copy"]["ranges"] if r["topic"] == tag]  # heartbeats are replicated too
     assert sorted(r["partition"] for r in ours) == [0, 1]
@@ -66,6 +67,60 @@ def test_run_once_exits_0_after_one_full_cycle(
     pair = reports["B->A"]
     assert pair["steps"] == ["topics", "heartbeat"] and pair["plan"] is None
     assert pair["heartbeat"]["target"] == "A"
+
+
+@pytest.mark.integration
+def test_run_no_copy_still_emits_checkpoints_of_what_was_copied(
+    kafka_clusters: LocalClusters, tmp_path: Path, unique_topic: Any
+) -> None:
+    """Checkpoints are a step of their own, not a tail of the copy: after a copy and a commit on the source,
+    `run --no-copy` emits the group's checkpoint (it emitted none when checkpoints rode on the copy step)."""
+    tag, group = unique_topic("nocopy"), unique_topic("g-nocopy")
+    config = write_config(
+        tmp_path / "mm2.properties",
+        kafka_clusters,
+        f"A->B.enabled = true\nA->B.topics = {tag}\nA->B.groups = {group}\n",
+    )
+    admin = admin_client({"bootstrap.servers": kafka_clusters.bootstrap("A")})
+    admin.create_topics([NewTopic(tag, 1, 1)])[tag].result(30)
+    producer = Producer(with_logger({"bootstrap.servers": kafka_clusters.bootstrap("A")}))
+    for i in range(50):
+        producer.produce(tag, value=b"v%d" % i, partition=0)
+    assert producer.flush(30) == 0
+    copied = subprocess.run(
+        [str(MIRRORFLOW), "run", str(config), "--flow", "A->B", "--once"], capture_output=True, text=True, timeout=300
+    )
+    assert copied.returncode == 0, copied.stderr[-3000:]
+    commit_offsets(kafka_clusters.bootstrap("A"), group, TopicPartition(tag, 0, 30))
+
+    result = subprocess.run(
+        [str(MIRRORFLOW), "run", str(config), "--flow", "A->B", "--once", "--no-copy", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    [flow] = json.loads(result.stdout)["flows"]
+    assert "copy" not in flow["steps"] and "checkpoints" in flow["steps"], flow["steps"]
+    emitted = [c for c in flow["checkpoints"]["emitted"] if c["group"] == group]
+    assert [(c["topic"], c["upstream_offset"], c["downstream_offset"]) for c in emitted] == [(f"A.{tag}", 30, 30)]
+
+
+def commit_offsets(bootstrap: str, group: str, position: TopicPartition) -> None:
+    """Commit `position` for `group` (a fresh coordinator may answer NOT_COORDINATOR for a moment)."""
+    committer = Consumer(with_logger({"bootstrap.servers": bootstrap, "group.id": group}))
+    deadline = time.monotonic() + 60
+    try:
+        while True:
+            try:
+                committer.commit(offsets=[position], asynchronous=False)
+                return
+            except KafkaException:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+    finally:
+        committer.close()
 
 
 @pytest.mark.integration

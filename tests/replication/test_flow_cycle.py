@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from mirrorflow.config.model import Flow
-from mirrorflow.replication.flow_cycle import ACLS, CONFIGS, COPY, HEARTBEAT, TOPICS, FlowSchedule
+from mirrorflow.replication.flow_cycle import ACLS, CHECKPOINTS, CONFIGS, COPY, GROUPS, HEARTBEAT, TOPICS, FlowSchedule
 
 
 def flow(**fields: object) -> Flow:
@@ -16,16 +16,20 @@ def test_everything_is_due_at_start_then_at_its_interval() -> None:
         sync_topic_configs_interval_seconds=20,
         sync_topic_acls_interval_seconds=30,
         emit_heartbeats_interval_seconds=1,
+        emit_checkpoints_interval_seconds=15,
+        sync_group_offsets_enabled=True,
+        sync_group_offsets_interval_seconds=25,
     )
     schedule = FlowSchedule(f, now=100.0)
-    assert schedule.due(100.0) == {TOPICS, CONFIGS, ACLS, HEARTBEAT}
+    assert schedule.due(100.0) == {TOPICS, CONFIGS, ACLS, HEARTBEAT, CHECKPOINTS, GROUPS}
     schedule.done(schedule.due(100.0), 100.0)
     assert schedule.due(100.5) == set()
     assert schedule.next_due() == 101.0
     assert schedule.due(101.0) == {HEARTBEAT}
     schedule.done({HEARTBEAT}, 101.0)
     assert schedule.due(110.0) == {TOPICS, HEARTBEAT}
-    assert schedule.due(130.0) == {TOPICS, CONFIGS, ACLS, HEARTBEAT}
+    assert schedule.due(115.0) == {TOPICS, HEARTBEAT, CHECKPOINTS}  # checkpoints keep their own cadence
+    assert schedule.due(130.0) == {TOPICS, CONFIGS, ACLS, HEARTBEAT, CHECKPOINTS, GROUPS}
 
 
 def test_disabled_features_never_run_and_a_disabled_refresh_runs_once() -> None:
@@ -34,6 +38,8 @@ def test_disabled_features_never_run_and_a_disabled_refresh_runs_once() -> None:
         sync_topic_configs_enabled=False,
         sync_topic_acls_enabled=False,
         emit_heartbeats_enabled=False,
+        emit_checkpoints_enabled=False,
+        sync_group_offsets_enabled=False,
     )
     schedule = FlowSchedule(f, now=0.0)
     assert schedule.due(0.0) == {TOPICS}

@@ -37,6 +37,7 @@ from mirrorflow.core.errors import UsageError
 from mirrorflow.replication.failover.kafka_state import PAUSE_CACHE_S, PauseUnknown
 from mirrorflow.replication.flow_clients import FlowClients
 from mirrorflow.replication.flow_cycle import (
+    ALL_STEPS,
     ControlPlaneReport,
     flow_paused,
     run_control_plane,
@@ -105,7 +106,7 @@ def run(
                 if not as_json:
                     _print_once(report)
             for f in flows:
-                report = run_control_plane(f, copy=copy)
+                report = run_control_plane(f, steps=ALL_STEPS, copy=copy)
                 reports.append(report)
                 if not as_json:
                     _print_once(report)
@@ -157,12 +158,14 @@ def _print_once(report: ControlPlaneReport) -> None:
     if isinstance(report.copy, dict):
         copied = report.copy
         typer.echo(
-            f"  copied {copied['records']} records ({copied['bytes']} bytes) in {copied['transactions']} "
-            f"transactions; {copied['checkpoints_emitted']} checkpoints emitted; "
-            f"groups synced: {', '.join(copied['groups_synced']) or 'none'}"
+            f"  copied {copied['records']} records ({copied['bytes']} bytes) in {copied['transactions']} transactions"
         )
-        for group in copied["groups_skipped_active"]:
-            typer.echo(f"  group '{group}' not synced: it is active on {report.target}")
+    if report.checkpoints is not None:
+        typer.echo(f"  {len(report.checkpoints.emitted)} checkpoints emitted")
+    if report.groups is not None:
+        typer.echo(f"  groups synced: {', '.join(g.group for g in report.groups.written) or 'none'}")
+        for skipped in report.groups.skipped_active:
+            typer.echo(f"  group '{skipped.group}' not synced: it is active on {report.target}")
     if report.heartbeat is not None and report.heartbeat.emitted:
         typer.echo(
             f"  sent heartbeat {report.source}->{report.target} to {report.target}:{report.heartbeat.topic} "

@@ -1,15 +1,18 @@
 """One control-plane cycle of a flow, in MM2's order, as the one function the CLI and the Airflow tasks call:
 
   discover -> sync_topics -> create_internal_topics -> sync_configs -> sync_acls -> heartbeat -> copy
+  -> checkpoints -> group sync
 
 `dry_run=True` is `mirrorflow plan`: the same reads, the same report, no writes. `FlowSchedule` repeats the
 steps at MM2's cadences (`refresh.topics.interval.seconds`, `sync.topic.configs.interval.seconds`,
-`sync.topic.acls.interval.seconds`, `emit.heartbeats.interval.seconds`); all are due at the start, as MM2 runs
-them when its connectors start. A disabled feature (`*.enabled=false`) never runs; a disabled topic refresh
-runs once.
+`sync.topic.acls.interval.seconds`, `emit.heartbeats.interval.seconds`, `emit.checkpoints.interval.seconds`,
+`sync.group.offsets.interval.seconds`); all are due at the start, as MM2 runs them when its connectors start.
+A disabled feature (`*.enabled=false`) never runs; a disabled topic refresh runs once.
 
 The record copy is not part of this module: callers pass it as `copy`, a `CopyStep` that receives the fresh
-plan once remote topics, internal topics, configs and ACLs are in place.
+plan once remote topics, internal topics, configs and ACLs are in place, and only copies. Checkpoints and
+group sync are steps of their own (MM2's checkpoint connector), so they run without a copy too
+(`mirrorflow run --no-copy`); in a cycle that copies they come after it and translate what it copied.
 """
 
 from __future__ import annotations
@@ -26,12 +29,14 @@ from typing import Any
 
 from mirrorflow.config.model import Flow
 from mirrorflow.replication.acl_sync import AclSyncReport, sync_acls
+from mirrorflow.replication.checkpoints import CheckpointReport, emit_checkpoints
 from mirrorflow.replication.config_sync import ConfigSyncReport, sync_configs
 from mirrorflow.replication.discovery import FlowPlan, discover
 from mirrorflow.replication.failover.kafka_state import PauseUnknown, checked_pause, flow_clusters
 from mirrorflow.replication.failover.state import Clusters, marker_applies, paused_flows
 from mirrorflow.replication.flow_clients import FlowClients
 from mirrorflow.replication.flow_rules import FlowRules
+from mirrorflow.replication.group_sync import GroupSyncReport, sync_group_offsets
 from mirrorflow.replication.heartbeats import HeartbeatReport, emit_heartbeat
 from mirrorflow.replication.internal_topics import (
     InternalTopicsReport,
@@ -47,7 +52,13 @@ CONFIGS = "configs"
 ACLS = "acls"
 HEARTBEAT = "heartbeat"
 COPY = "copy"
-ALL_STEPS: frozenset[str] = frozenset({TOPICS, CONFIGS, ACLS, HEARTBEAT, COPY})
+CHECKPOINTS = "checkpoints"
+GROUPS = "groups"
+"""Group offset sync (`sync.group.offsets.*`): translated offsets into idle target groups."""
+CONTROL_STEPS: frozenset[str] = frozenset({TOPICS, CONFIGS, ACLS, HEARTBEAT, COPY})
+"""What `run_control_plane` runs unless told otherwise (`mirrorflow plan` previews these)."""
+ALL_STEPS: frozenset[str] = CONTROL_STEPS | {CHECKPOINTS, GROUPS}
+"""A whole cycle: the control plane, the copy, then the checkpoint connector's two steps."""
 
 STATE_DIR_ENV = "MIRRORFLOW_STATE_DIR"
 """When set: the air-gapped override, a local root of the failover state directories and pause markers. Unset
@@ -77,6 +88,8 @@ class ControlPlaneReport:
     acls: AclSyncReport | None = None
     heartbeat: HeartbeatReport | None = None
     copy: Any = None
+    checkpoints: CheckpointReport | None = None
+    groups: GroupSyncReport | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -89,7 +102,7 @@ def run_control_plane(
     flow: Flow,
     clients: FlowClients | None = None,
     *,
-    steps: Collection[str] = ALL_STEPS,
+    steps: Collection[str] = CONTROL_STEPS,
     dry_run: bool = False,
     copy: CopyStep | None = None,
     now_ms: int | None = None,
@@ -124,6 +137,12 @@ def run_control_plane(
         if COPY in steps and copy is not None and plan is not None and not dry_run:
             parts["copy"] = copy(flow, plan, clients)
             ran.append(COPY)
+        if CHECKPOINTS in steps and flow.emit_checkpoints_enabled:
+            parts["checkpoints"] = emit_checkpoints(flow, clients, dry_run=dry_run)
+            ran.append(CHECKPOINTS)
+        if GROUPS in steps and flow.sync_group_offsets_enabled:
+            parts["groups"] = sync_group_offsets(flow, clients, dry_run=dry_run)
+            ran.append(GROUPS)
     finally:
         if own:
             clients.close()
@@ -196,6 +215,10 @@ class FlowSchedule:
                 intervals[ACLS] = float(flow.sync_topic_acls_interval_seconds)
             if copy:
                 intervals[COPY] = 0.0
+            if flow.emit_checkpoints_enabled:
+                intervals[CHECKPOINTS] = float(flow.emit_checkpoints_interval_seconds)
+            if flow.sync_group_offsets_enabled:
+                intervals[GROUPS] = float(flow.sync_group_offsets_interval_seconds)
         if flow.emit_heartbeats_enabled:
             intervals[HEARTBEAT] = float(flow.emit_heartbeats_interval_seconds)
         self.flow = flow

@@ -26,13 +26,11 @@ from mirrorflow.config.loader import load_config, split_cluster_args
 from mirrorflow.config.model import Flow
 from mirrorflow.config.overrides import cluster_settings_from_env, with_cluster_settings
 from mirrorflow.core.errors import MirrorflowError
-from mirrorflow.replication.checkpoints import emit_checkpoints
 from mirrorflow.replication.copy_group import copy_ranges
 from mirrorflow.replication.copy_plan import copyable, plan_copy, refresh_identities, spread, summarise, totals_line
 from mirrorflow.replication.copy_task import CopyResult, CopyTask
 from mirrorflow.replication.discovery import FlowPlan, discover
 from mirrorflow.replication.flow_clients import FlowClients
-from mirrorflow.replication.group_sync import sync_group_offsets
 from mirrorflow.spark.quiet import quiet_driver_conf, spark_log_level
 
 # Retries per task when the master is local (local[N] alone never retries; see docs/copy.md).
@@ -203,9 +201,9 @@ def copy_flow(
 
 
 class CopyStep:
-    """The copy step of a cycle run outside Airflow (`mirrorflow run`, the demo): an interval copy to the ends
-    seen now on a Spark session started on first use, then checkpoints and group sync — the order of the
-    interval-mode DAG (`copy >> emit_checkpoints >> sync_group_offsets`)."""
+    """The copy step of a cycle run outside Airflow (`mirrorflow run`): an interval copy to the ends seen now on a
+    Spark session started on first use. It only copies: checkpoints and group sync are the cycle's next steps
+    (`flow_cycle.CHECKPOINTS`, `GROUPS`), as in the interval-mode DAG."""
 
     def __init__(self, master: str | None = None, on_progress: Callable[[str, int, int], None] | None = None) -> None:
         self._master = master
@@ -224,13 +222,7 @@ class CopyStep:
             def progress(done: int, total: int) -> None:
                 report(flow.name, done, total)
 
-        summary = copy_flow(flow, self._spark, interval=True, plan=fresh, on_progress=progress)
-        checkpoints = emit_checkpoints(flow, clients)
-        groups = sync_group_offsets(flow, clients)
-        summary["checkpoints_emitted"] = len(checkpoints.emitted)
-        summary["groups_synced"] = [g.group for g in groups.written]
-        summary["groups_skipped_active"] = [g.group for g in groups.skipped_active]
-        return summary
+        return copy_flow(flow, self._spark, interval=True, plan=fresh, on_progress=progress)
 
     def close(self) -> None:
         if self._spark is not None:
