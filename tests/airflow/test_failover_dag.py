@@ -453,3 +453,21 @@ def test_failover_pauses_the_flow_dag_in_airflow_and_failback_unpauses_it(
     assert not dag_paused(airflow_api, "mirrorflow__A__B")  # home again: the original flow runs
     assert live_flow.return_value(back, "announce")["airflow"] == {"mirrorflow__A__B": "unpaused"}
     assert "api-test-password" not in caplog.text
+
+
+@pytest.mark.integration
+def test_native_pause_without_the_connection_or_with_a_wrong_password_reports_and_never_raises(
+    airflow_api: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The Kafka fence already holds: a pause Airflow refuses is an error in the log and the XCom, not a failed
+    runbook; the password never shows."""
+    from mirrorflow.airflow.native_pause import AIRFLOW_API_CONN_ID, AirflowApi, set_dags_paused
+
+    wrong = AirflowApi(airflow_api, "admin", "not-the-password-123")
+    refused = set_dags_paused(["mirrorflow__A__B"], True, "test", api=wrong)
+    assert refused["mirrorflow__A__B"].startswith("not paused: POST ") and "HTTP 401" in refused["mirrorflow__A__B"]
+    monkeypatch.delenv(f"AIRFLOW_CONN_{AIRFLOW_API_CONN_ID.upper()}")
+    assert set_dags_paused(["mirrorflow__A__B"], False, "test") == {
+        "mirrorflow__A__B": f"not unpaused: no connection {AIRFLOW_API_CONN_ID}"
+    }
+    assert "not-the-password-123" not in caplog.text and "not-the-password-123" not in repr(wrong)
