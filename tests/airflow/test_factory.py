@@ -399,3 +399,26 @@ def test_a_failure_notifier_that_cannot_be_used_breaks_its_flow_at_its_line(
     broken = bag.dags["mirrorflow__B__A"]
     assert "mirrorflow:broken" in broken.tags
     assert f"{config}:{line_of(config, key)}: {key}: {problem}" in broken.doc_md
+
+
+def test_the_copy_task_goes_to_the_flows_queue_and_the_others_to_the_default(
+    write_config: Callable[..., Path], dag_bag: Callable[..., Any]
+) -> None:
+    config = write_config(
+        TWO_CLUSTERS + "A->B.enabled = true\nB->A.enabled = true\nA->B.mirrorflow.airflow.copy.queue = spark\n"
+    )
+    bag = dag_bag(config)
+    assert bag.import_errors == {}
+    tuned, default = bag.dags["mirrorflow__A__B"], bag.dags["mirrorflow__B__A"]
+    assert tuned.get_task("copy").queue == "spark"
+    assert {t.queue for t in tuned.tasks if t.task_id != "copy"} == {"default"}
+    assert {t.queue for t in default.tasks} == {"default"}
+
+
+def test_an_empty_copy_queue_is_refused_with_its_line(
+    write_config: Callable[..., Path], dag_bag: Callable[..., Any]
+) -> None:
+    key = "A->B.mirrorflow.airflow.copy.queue"
+    config = write_config(TWO_CLUSTERS + f"A->B.enabled = true\n{key} =  \n")
+    error = import_error(dag_bag(config))
+    assert f"{config}:{line_of(config, key)}: {key}: an empty queue name" in error

@@ -228,6 +228,7 @@ class _Factory:
                 run_seconds=flow.copy_run_seconds,
                 spark_master=flow.spark_master,
                 explicit_master="mirrorflow.spark.master" in flow.settings,
+                queue=flow.airflow_copy_queue,
                 execution_timeout=(
                     loop_timeout + dt.timedelta(minutes=10)
                     if continuous

@@ -144,7 +144,9 @@ def _typed(reader: _Resolver, key: str) -> object | None:
             return value.strip()
         if key in MEMORY_KEYS:
             return parse_memory(key, value)
-        return value
+        if key == "mirrorflow.airflow.copy.queue" and not value.strip():
+            raise ValueProblem("an empty queue name", "name a queue the Airflow workers consume (default: default)")
+        return value.strip() if key == "mirrorflow.airflow.copy.queue" else value
     except ValueProblem as problem:
         reader.log.error(reader.origin(key), problem.problem, problem.fix)
         return None

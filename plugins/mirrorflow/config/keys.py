@@ -270,6 +270,8 @@ MIRRORFLOW_FLOW_KEYS: dict[str, KeySpec] = {
         KeySpec("mirrorflow.airflow.deadline.seconds", "long", None),
         KeySpec("mirrorflow.airflow.deadline.notifier", "string", None),
         KeySpec("mirrorflow.airflow.loop.pool", "string", None),
+        # The Celery/Kubernetes queue of the copy task, whose worker hosts the Spark driver (docs/deploy.md).
+        KeySpec("mirrorflow.airflow.copy.queue", "string", "default"),
         KeySpec("mirrorflow.runbook.step.timeout.seconds", "long", "1800"),
         KeySpec("mirrorflow.runbook.rto.target.seconds", "long", None),
         # DR drills (replication/failover/drill.py): no schedule, no drill DAG.

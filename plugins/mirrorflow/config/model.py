@@ -93,6 +93,7 @@ TYPED_FIELDS: dict[str, str] = {
     "airflow_deadline_seconds": "mirrorflow.airflow.deadline.seconds",
     "airflow_deadline_notifier": "mirrorflow.airflow.deadline.notifier",
     "airflow_loop_pool": "mirrorflow.airflow.loop.pool",
+    "airflow_copy_queue": "mirrorflow.airflow.copy.queue",
     "rpo_target_seconds": "mirrorflow.rpo.target.seconds",
     "lag_target_records": "mirrorflow.lag.target.records",
 }
@@ -217,6 +218,7 @@ class Flow(BaseModel):
     unreachable cluster fails, to be cleared and resumed, instead of holding the runbook; the DAG takes the
     longest of its flows' values."""
     airflow_failure_notifier: str | None = None
+    """Dotted path of the callable Airflow calls when a task failed for good (airflow/alerts.py); None: a log line."""
     airflow_deadline_seconds: int | None = None
     """A flow DAG run still running this long after it was queued raises Airflow's DeadlineAlert; None: no
     deadline (opt-in: airflow/alerts.deadline_alert says why)."""
@@ -225,7 +227,9 @@ class Flow(BaseModel):
     airflow_loop_pool: str | None = None
     """The Airflow pool of a continuous flow's loop tasks (checkpoints, group sync, heartbeats); None: Airflow's
     default pool. The pool must exist (`airflow pools set NAME SLOTS DESCRIPTION`)."""
-    """Dotted path of the callable Airflow calls when a task failed for good (airflow/alerts.py); None: a log line."""
+    airflow_copy_queue: str = "default"
+    """The executor queue of the copy task: with Celery, the worker consuming it runs spark-submit and so the
+    client-mode Spark driver, which needs that worker's memory and a hostname the Spark executors reach."""
     rpo_target_seconds: float | None = None
     """Replication SLO: the oldest uncopied source record may be at most this old (None: no RPO objective)."""
     lag_target_records: int | None = None
