@@ -4,21 +4,17 @@
 set -euo pipefail
 
 : "${AIRFLOW_ADMIN_PASSWORD:?set AIRFLOW_ADMIN_PASSWORD in docker/.env}"
-: "${AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE:?the compose file sets it}"
+AIRFLOW_ADMIN_USER="${AIRFLOW_ADMIN_USER:-admin}"
 SPARK_MASTER_URL="${SPARK_MASTER_URL:-spark://spark-master:7077}"
 
+# Airflow's schema, and with the FAB auth manager (AIRFLOW__CORE__AUTH_MANAGER) its users and roles tables too.
 airflow db migrate
 
-# Airflow's built-in SimpleAuthManager keeps its users in [core] simple_auth_manager_users (set by compose) and
-# their passwords in this JSON file on a volume the api-server reads; write it so the password is the one in .env.
-umask 077
-python3 - <<'PY'
-import json, os
-path = os.environ["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"]
-users = [u.split(":")[0] for u in os.environ.get("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS", "admin:admin").split(",")]
-with open(path, "w") as out:
-    json.dump({user: os.environ["AIRFLOW_ADMIN_PASSWORD"] for user in users if user}, out)
-PY
+# The admin login through FAB's CLI. `users create` leaves an existing user alone, so the password is then set
+# again from .env: changing AIRFLOW_ADMIN_PASSWORD and re-running the init changes the login.
+airflow users create --username "${AIRFLOW_ADMIN_USER}" --password "${AIRFLOW_ADMIN_PASSWORD}" \
+    --firstname Mirrorflow --lastname Admin --email "${AIRFLOW_ADMIN_USER}@mirrorflow.invalid" --role Admin
+airflow users reset-password --username "${AIRFLOW_ADMIN_USER}" --password "${AIRFLOW_ADMIN_PASSWORD}"
 
 # `mirrorflow_spark`: the Spark provider falls back to YARN without it; Mirrorflow's copy task submits here.
 airflow connections delete mirrorflow_spark >/dev/null 2>&1 || true
@@ -27,4 +23,4 @@ airflow connections add mirrorflow_spark --conn-type spark --conn-host "${SPARK_
 
 # The config must load where the DAG processor will read it: fail the init, not every parse, when it does not.
 mirrorflow validate "${MIRRORFLOW_CONFIG}"
-echo "airflow-init: done (Spark master ${SPARK_MASTER_URL}, config ${MIRRORFLOW_CONFIG})"
+echo "airflow-init: done (admin ${AIRFLOW_ADMIN_USER}, Spark master ${SPARK_MASTER_URL}, config ${MIRRORFLOW_CONFIG})"

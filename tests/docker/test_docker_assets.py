@@ -6,71 +6,25 @@ from __future__ import annotations
 import base64
 import importlib.util
 import re
-import shlex
 import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import jsonschema
-import pytest
 import yaml
-
-REPO = Path(__file__).resolve().parents[2]
-DOCKER = REPO / "docker"
-INTERPOLATION = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?])([^}]*))?\}")
-BARE_VARIABLE = re.compile(r"(?<!\$)\$(?!\$|\{)[A-Za-z_]")
-
-
-def requirement_pins() -> dict[str, str]:
-    pins = {}
-    for line in (REPO / "requirements.txt").read_text().splitlines():
-        name, sep, version = line.strip().partition("==")
-        if sep and not line.startswith("#"):
-            pins[name.lower()] = version
-    return pins
-
-
-def env_example() -> dict[str, str]:
-    out = {}
-    for line in (DOCKER / ".env.example").read_text().splitlines():
-        if line.strip() and not line.lstrip().startswith("#"):
-            key, _, value = line.partition("=")
-            out[key.strip()] = value.strip()
-    return out
-
-
-def interpolate(text: str, env: dict[str, str]) -> str:
-    """Compose's interpolation (`${V}`, `${V:-d}`, `${V-d}`, `${V:?e}`, `$$`), failing where compose would."""
-
-    def one(m: re.Match[str]) -> str:
-        name, op, arg = m.group(1), m.group(2), m.group(3)
-        value = env.get(name)
-        if op in (":-", "-"):
-            return arg if value is None or (op == ":-" and value == "") else value
-        if op in (":?", "?") and (value is None or (op == ":?" and value == "")):
-            raise AssertionError(f"compose would stop: {name}: {arg}")
-        return value or ""
-
-    return INTERPOLATION.sub(one, text.replace("$$", "\0")).replace("\0", "$")
-
-
-@pytest.fixture(scope="module")
-def compose_text() -> str:
-    return (DOCKER / "compose.yaml").read_text()
-
-
-@pytest.fixture(scope="module")
-def compose(compose_text: str) -> dict[str, Any]:
-    """The model compose runs: .env.example's values, with its empty secrets filled in as a user must."""
-    env = {k: v or f"test-{k.lower()}" for k, v in env_example().items()}
-    return yaml.safe_load(interpolate(compose_text, env))  # type: ignore[no-any-return]
-
-
-@pytest.fixture(scope="module")
-def services(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return compose["services"]  # type: ignore[no-any-return]
-
+from tests.docker.compose_model import (
+    BARE_VARIABLE,
+    DOCKER,
+    INTERPOLATION,
+    PROVIDER_OPTIONS,
+    REPO,
+    as_list,
+    dockerfile_instructions,
+    env_example,
+    requirement_pins,
+    stack_pins,
+)
 
 # --- compose -------------------------------------------------------------------------------------------------
 
@@ -153,6 +107,29 @@ COMPOSE_SCHEMA: dict[str, Any] = {  # the subset of the compose specification th
                         "additionalProperties": False,
                     },
                 },
+                "deploy": {
+                    "type": "object",
+                    "required": ["resources"],
+                    "properties": {
+                        "resources": {
+                            "type": "object",
+                            "required": ["limits"],
+                            "properties": {
+                                "limits": {
+                                    "type": "object",
+                                    "required": ["memory", "cpus"],
+                                    "properties": {
+                                        "memory": {"type": "string", "pattern": r"^\d+[kmg]$"},
+                                        "cpus": {"type": "number", "exclusiveMinimum": 0},
+                                    },
+                                    "additionalProperties": False,
+                                }
+                            },
+                            "additionalProperties": False,
+                        }
+                    },
+                    "additionalProperties": False,
+                },
                 "healthcheck": {
                     "type": "object",
                     "required": ["test"],
@@ -195,7 +172,7 @@ def test_compose_has_the_stack_the_issue_asks_for(services: dict[str, dict[str, 
     for name, service in services.items():
         env = service.get("environment", {})
         if env.get("AIRFLOW__CORE__EXECUTOR") is not None:
-            assert env["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor", name
+            assert env["AIRFLOW__CORE__EXECUTOR"] == "CeleryExecutor", name
             assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].startswith("postgresql+psycopg2://"), name
 
 
@@ -249,9 +226,16 @@ def test_airflow_settings_exist_in_airflow(services: dict[str, dict[str, Any]]) 
     names = {k for s in services.values() for k in s.get("environment", {}) if k.startswith("AIRFLOW__")}
     names |= set(re.findall(r"(AIRFLOW__\w+)=", (DOCKER / "Dockerfile").read_text()))
     assert len(names) > 10
+    providers: dict[str, set[str]] = {}
+    for requirement, sections in PROVIDER_OPTIONS.items():
+        name, _, version = requirement.partition("==")
+        assert stack_pins().get(name) == version, f"{requirement}: re-record its options for the pinned version"
+        for section, options in sections.items():
+            providers.setdefault(section, set()).update(options)
     for name in sorted(names):
         section, key = name.removeprefix("AIRFLOW__").lower().split("__", 1)
-        assert key in template.get(section, {}).get("options", {}), f"{name}: Airflow 3.3 has no [{section}] {key}"
+        known = set(template.get(section, {}).get("options", {})) | providers.get(section, set())
+        assert key in known, f"{name}: neither Airflow 3.3 nor a pinned provider has [{section}] {key}"
 
 
 def test_kafka_clusters_are_valid_kraft_nodes(services: dict[str, dict[str, Any]]) -> None:
@@ -303,17 +287,7 @@ def test_airflow_init_creates_the_spark_connection_the_workers_serve(services: d
     assert "airflow db migrate" in script.read_text()
 
 
-def as_list(command: Any) -> list[str]:
-    return shlex.split(command) if isinstance(command, str) else list(command or [])
-
-
 # --- Dockerfile ----------------------------------------------------------------------------------------------
-
-
-def dockerfile_instructions() -> list[tuple[str, str]]:
-    text = re.sub(r"\\\n", " ", (DOCKER / "Dockerfile").read_text())
-    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
-    return [(line.split(None, 1)[0].upper(), line.split(None, 1)[1]) for line in lines]
 
 
 def test_dockerfile_bases_are_pinned_and_versions_match_requirements() -> None:
@@ -344,7 +318,7 @@ def test_dockerfile_runs_as_a_user_and_installs_pinned_packages() -> None:
     runs = " && ".join(rest for op, rest in instructions if op == "RUN")
     installs = [cmd.strip() for cmd in re.split(r"&&|;", runs) if re.search(r"\bpip install\b", cmd)]
     assert installs == [
-        "pip install -r requirements.txt",
+        "pip install -r requirements.txt -r docker/requirements.txt",
         'pip install --force-reinstall --no-deps "pyspark==${PYSPARK_VERSION}"',  # the pyspark-client trap
         "pip install --no-deps -e .",
     ]
