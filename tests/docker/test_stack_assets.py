@@ -18,7 +18,6 @@ from urllib.parse import urlparse
 
 import pytest
 import yaml
-
 from tests.docker.compose_model import (
     DOCKER,
     REPO,
@@ -139,7 +138,7 @@ def test_celery_runs_the_copy_on_its_own_queue_and_every_other_task_on_default(
     assert default_queue == "default" == Flow.model_fields["airflow_copy_queue"].default
     flows = compose_flows(services)
     assert flows and {f.airflow_copy_queue for f in flows} == {"spark"}
-    for name, queues in workers.items():
+    for name in workers:
         service = services[name]
         assert int(as_list(service["command"])[as_list(service["command"]).index("--concurrency") + 1]) >= 1
         # Any queue may host a copy (a flow can keep the default): spark-submit's client-mode driver runs here,
@@ -252,7 +251,9 @@ def test_every_long_running_service_has_memory_and_cpu_limits_from_the_env_examp
         for key in ("memory", "cpus"):
             variable, default = re.fullmatch(r"\$\{(\w+):-([^}]+)\}", str(limits[key])).groups()  # type: ignore[union-attr]
             assert documented.get(variable) == default, f"{name}: {variable} differs from .env.example"
-    limit = {n: memory_bytes(s["deploy"]["resources"]["limits"]["memory"]) for n, s in services.items() if "deploy" in s}
+    limit = {
+        n: memory_bytes(s["deploy"]["resources"]["limits"]["memory"]) for n, s in services.items() if "deploy" in s
+    }
     spark_worker = services["spark-worker"]["environment"]
     needed = memory_bytes(spark_worker["SPARK_WORKER_MEMORY"]) + memory_bytes(spark_worker["SPARK_DAEMON_MEMORY"])
     assert limit["spark-worker"] > needed, "the executors and the worker daemon must fit"
@@ -280,9 +281,7 @@ def test_the_image_packs_the_executor_env_and_points_every_copy_at_it(
     installed = next(i for i, rest in enumerate(runs) if "pip install --no-deps -e ." in rest)
     assert pack > installed, "pack after Mirrorflow and its requirements are installed"
     directory = re.search(r"mirrorflow spark pack --dir (\S+)", runs[pack]).group(1)  # type: ignore[union-attr]
-    env = dict(
-        item.split("=", 1) for op, rest in instructions if op == "ENV" for item in rest.split() if "=" in item
-    )
+    env = dict(item.split("=", 1) for op, rest in instructions if op == "ENV" for item in rest.split() if "=" in item)
     archive = env[packaging.ARCHIVE_ENV]
 
     # The real `spark pack` (its env build swapped for a file: no pip here) writes the file the ENV names.
@@ -338,7 +337,7 @@ def test_spark_defaults_name_real_spark_properties_and_prometheus_scrapes_them(
     for key, value in defaults.items():
         if not key.startswith("spark.metrics.conf."):
             continue
-        instance, kind, sink, option = key.removeprefix("spark.metrics.conf.").split(".")
+        instance, kind, _sink, option = key.removeprefix("spark.metrics.conf.").split(".")
         assert instance in METRICS_INSTANCES and kind == "sink" and option in ("class", "path"), key
         if option == "class":
             assert f"{value.replace('.', '/')}.class" in spark_core_jar().namelist(), key
