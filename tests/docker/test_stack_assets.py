@@ -283,6 +283,10 @@ def test_the_image_packs_the_executor_env_and_points_every_copy_at_it(
     directory = re.search(r"mirrorflow spark pack --dir (\S+)", runs[pack]).group(1)  # type: ignore[union-attr]
     env = dict(item.split("=", 1) for op, rest in instructions if op == "ENV" for item in rest.split() if "=" in item)
     archive = env[packaging.ARCHIVE_ENV]
+    # Set only after the pack: `spark pack` itself honours the variable and would refuse the unbuilt file.
+    set_at = next(i for i, (op, rest) in enumerate(instructions) if op == "ENV" and packaging.ARCHIVE_ENV in rest)
+    packed_at = next(i for i, (op, rest) in enumerate(instructions) if op == "RUN" and "spark pack" in rest)
+    assert set_at > packed_at
 
     # The real `spark pack` (its env build swapped for a file: no pip here) writes the file the ENV names.
     built = tmp_path / "built.tar.gz"
