@@ -26,6 +26,9 @@ from typing import Any
 from mirrorflow.core.transforms import FatalTransformError
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
+# The API's "not found" error codes (40401 subject, 40402 version, 40403 schema, ...). A 404 without one comes
+# from a server or proxy that does not know the path: a wrong base URL, not an unknown schema.
+NOT_FOUND_CODES = (40400, 40500)
 
 
 class SchemaNotFound(LookupError):
@@ -128,9 +131,14 @@ class RegistryClient:
             ) from None
 
     def _http_error(self, err: urllib.error.HTTPError, where: str) -> Exception:
-        detail = _error_message(err)
-        if err.code == 404:
+        detail, code = _error_body(err)
+        if err.code == 404 and NOT_FOUND_CODES[0] <= code < NOT_FOUND_CODES[1]:
             return SchemaNotFound(f"the {self.role} has no such schema ({where}: {detail})")
+        if err.code == 404:  # no API error code: the path itself is unknown, for every record alike
+            return RegistryUnavailable(
+                f"the {self.role} does not serve the schema registry API at this URL ({where}: HTTP 404 {detail}); "
+                "check the URL's base path (Apicurio Registry: .../apis/ccompat/v6)"
+            )
         if err.code in (409, 422):
             return SchemaRefused(f"the {self.role} refused the schema ({where}: HTTP {err.code} {detail})")
         if err.code in (401, 403):
@@ -143,14 +151,17 @@ class RegistryClient:
         )
 
 
-def _error_message(err: urllib.error.HTTPError) -> str:
-    """The registry's own `message` (its error bodies are JSON), else the HTTP reason; bounded in length."""
+def _error_body(err: urllib.error.HTTPError) -> tuple[str, int]:
+    """The registry's own `message` (its error bodies are JSON), else the HTTP reason, bounded in length; and its
+    `error_code` (0 when absent)."""
     try:
         body = json.loads(err.read() or b"{}")
     except (ValueError, OSError):
         body = {}
-    message = body.get("message") if isinstance(body, dict) else None
-    return str(message or err.reason)[:300]
+    if not isinstance(body, dict):
+        body = {}
+    message, code = body.get("message"), body.get("error_code")
+    return str(message or err.reason)[:300], code if isinstance(code, int) else 0
 
 
 def _quote(subject: str) -> str:
