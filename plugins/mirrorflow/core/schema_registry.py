@@ -21,10 +21,12 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from mirrorflow.core.transforms import FatalTransformError
 
+T = TypeVar("T")
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 # The API's "not found" error codes (40401 subject, 40402 version, 40403 schema, ...). A 404 without one comes
 # from a server or proxy that does not know the path: a wrong base URL, not an unknown schema.
@@ -83,23 +85,37 @@ class RegistryClient:
     timeout_s: float = 30.0
 
     def schema_by_id(self, schema_id: int) -> Schema:
-        return _schema(self._call("GET", f"/schemas/ids/{schema_id}"))
+        return self._parse(_schema, self._call("GET", f"/schemas/ids/{schema_id}"))
 
     def subject_versions_of(self, schema_id: int) -> list[tuple[str, int]]:
         """The (subject, version) pairs registered with this schema ID."""
         found = self._call("GET", f"/schemas/ids/{schema_id}/versions")
-        return [(str(item["subject"]), int(item["version"])) for item in _list(found, self.role)]
+        return self._parse(lambda v: [(str(i["subject"]), int(i["version"])) for i in _list(v, self.role)], found)
 
     def subject_version(self, subject: str, version: int) -> Schema:
-        return _schema(self._call("GET", f"/subjects/{_quote(subject)}/versions/{version}"))
+        return self._parse(_schema, self._call("GET", f"/subjects/{_quote(subject)}/versions/{version}"))
 
     def register(self, subject: str, schema: Schema) -> int:
         """The ID of `schema` under `subject`, registered now unless the registry has it already."""
-        return int(_dict(self._call("POST", f"/subjects/{_quote(subject)}/versions", schema.as_json()))["id"])
+        answer = self._call("POST", f"/subjects/{_quote(subject)}/versions", schema.as_json())
+        return self._parse(lambda v: int(_dict(v)["id"]), answer)
 
     def version_of(self, subject: str, schema: Schema) -> int:
         """The version `schema` has under `subject` (SchemaNotFound if it is not registered there)."""
-        return int(_dict(self._call("POST", f"/subjects/{_quote(subject)}", schema.as_json()))["version"])
+        return self._parse(
+            lambda v: int(_dict(v)["version"]), self._call("POST", f"/subjects/{_quote(subject)}", schema.as_json())
+        )
+
+    def _parse(self, parse: Callable[[object], T], answer: object) -> T:
+        """`parse(answer)`; a field missing or of the wrong type means the answer is not the API's, which concerns
+        every record (like an HTML page would), so it stops the copy instead of failing one record."""
+        try:
+            return parse(answer)
+        except (KeyError, TypeError, ValueError) as err:
+            raise RegistryUnavailable(
+                f"the {self.role} answered with JSON that is not the schema registry API's "
+                f"({type(err).__name__}: {str(err)[:100]}); check the URL"
+            ) from None
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> object:
         request = urllib.request.Request(self.url.rstrip("/") + path, method=method)
