@@ -207,12 +207,14 @@ def _cluster(out: Output, alias: str, cluster: Mapping[str, Any], path: str) -> 
     out.comment(f"cluster {alias} ({path})")
     out.set(f"{alias}.bootstrap.servers", _required(cluster, "bootstrapServers", path, out.where), path)
     tls = _mapping(cluster.get("tls"), f"{path}.tls", out.where)
+    # Strimzi turns TLS on when the field is set at all: `tls: {}` means TLS with the JVM's public CAs.
+    tls_on = cluster.get("tls") is not None
     auth = _mapping(cluster.get("authentication"), f"{path}.authentication", out.where)
     kind = str(auth.get("type", "")).lower()
     sasl = kind in SASL_MODULES or kind == "oauth"
     if sasl:
-        out.set(f"{alias}.security.protocol", "SASL_SSL" if tls else "SASL_PLAINTEXT", path)
-    elif tls or kind == "tls":
+        out.set(f"{alias}.security.protocol", "SASL_SSL" if tls_on else "SASL_PLAINTEXT", path)
+    elif tls_on or kind == "tls":
         out.set(f"{alias}.security.protocol", "SSL", path)
     _trusted(out, alias, tls, f"{path}.tls")
     if kind:
