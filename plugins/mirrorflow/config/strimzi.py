@@ -274,6 +274,7 @@ def _mirror(out: Output, source: str, target: str, mirror: Mapping[str, Any], pa
         raise UsageError(f"{out.where}: {path} mirrors {flow} again; merge the two mirrors into one")
     out.comment(f"flow {flow} ({path})")
     present = {name for name in CONNECTORS if name in mirror}
+    _refuse_stopped(out, mirror, path)
     if "sourceConnector" not in present:
         out.comment(f"{path} has no sourceConnector: Strimzi copies no records for it; Mirrorflow's flow does")
     out.set(f"{flow}.enabled", True, path)
@@ -293,3 +294,18 @@ def _mirror(out: Output, source: str, target: str, mirror: Mapping[str, Any], pa
     handled = {"source", "sourceCluster", "targetCluster", *CONNECTORS, *(f for f, _ in PATTERN_KEYS)}
     for key in sorted(set(mirror) - handled):
         out.comment(f"not converted: {path}.{key}")
+
+
+def _refuse_stopped(out: Output, mirror: Mapping[str, Any], path: str) -> None:
+    """A stopped or paused connector runs nothing under Strimzi; a Mirrorflow flow cannot be half-on, so an
+    enabled flow would copy (or checkpoint) what the resource does not: refuse, naming the field."""
+    for name in CONNECTORS:
+        connector = _mapping(mirror.get(name), f"{path}.{name}", out.where)
+        state = str(connector.get("state", "running")).lower()
+        if state in ("stopped", "paused") or connector.get("pause") is True:
+            field_name, shown = ("state", state) if state != "running" else ("pause", "paused")
+            raise UsageError(
+                f"{out.where}: {path}.{name}.{field_name} says the connector is {shown}: "
+                "Strimzi runs nothing for it, and a converted flow would. Remove the mirror (or the connector) from "
+                "the resource, or set it running, then convert again"
+            )
