@@ -125,3 +125,36 @@ def test_a_registry_url_without_the_api_path_stops_the_copy_instead_of_dead_lett
         f"the copy went on: {result.records} record(s) copied, {result.dead_lettered} dead-lettered to "
         f"{dead_letter} because a wrong registry base path was read as '404: unknown schema ID'"
     )
+
+
+def test_a_long_value_of_a_topic_without_schemas_is_copied_unchanged_even_with_translate_value(
+    write_config: Callable[..., MirrorConfig], kafka: KafkaKit, schema_registries: Registries
+) -> None:
+    """A flow replicates many topics; a Kafka Streams `count()` output carries LongSerializer values. A count in
+    [id << 24, (id + 1) << 24) reads as a registered ID, and `translate = value` does not protect it."""
+    source, target = (RegistryClient(r.url) for r in schema_registries)
+    run = uuid.uuid4().hex[:8]
+    for i in range(2):
+        target.register(f"other-{run}-v{i}", _string_schema(run, 200 + i))
+    framed = kafka.topic("sr-framed")
+    counts = kafka.topic("sr-counts")
+    value_id = source.register(f"{framed}-value", _string_schema(run, 3))
+    count = (value_id << 24) + 12345  # a count of ~16.7 million times the ID: ordinary for a busy key
+    _produce(kafka, framed, [(b"k", frame(value_id, b"v"))])
+    _produce(kafka, counts, [(b"page-1", struct.pack(">q", count))])
+    flow = _flow(
+        write_config,
+        f"{framed}, {counts}",
+        schema_registries[0].url,
+        schema_registries[1].url,
+        "A->B.schema.registry.translate = value\n",
+    )
+    run_control_plane(flow, steps={TOPICS})
+    for topic in (framed, counts):
+        (task,) = copy_tasks(flow, topic, 1)
+        copy_range(task)
+    ((_key, value, _h, _ts),) = read_topic(kafka.bootstrap("B"), f"A.{counts}")[0]
+    assert value == struct.pack(">q", count), (
+        f"the count {count} arrived as {struct.unpack('>q', value)[0] if value else value}: a value of a topic "
+        "that holds no registry data was rewritten"
+    )
