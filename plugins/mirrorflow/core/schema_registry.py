@@ -131,7 +131,7 @@ class RegistryClient:
             request.add_header("Content-Type", CONTENT_TYPE)
         where = f"{method} {self.url.rstrip('/')}{path}"
         try:
-            with urllib.request.urlopen(request, data, timeout=self.timeout_s) as response:
+            with _OPENER.open(request, data, timeout=self.timeout_s) as response:
                 return json.loads(response.read())
         except urllib.error.HTTPError as err:
             raise self._http_error(err, where) from None
@@ -165,6 +165,29 @@ class RegistryClient:
         return RegistryUnavailable(
             f"the {self.role} failed ({where}: HTTP {err.code} {detail}); the copy stops here and is retried"
         )
+
+
+class _SameOriginCredentials(urllib.request.HTTPRedirectHandler):
+    """Follows a redirect, but sends the Authorization header on only where it stays on the registry's scheme, host
+    and port: urllib alone copies it to any host a redirect names (an https -> http downgrade included)."""
+
+    def redirect_request(
+        self,
+        req: urllib.request.Request,
+        fp: Any,
+        code: int,
+        msg: str,
+        headers: Any,
+        newurl: str,
+    ) -> urllib.request.Request | None:
+        moved = super().redirect_request(req, fp, code, msg, headers, newurl)
+        before, after = urllib.parse.urlsplit(req.full_url), urllib.parse.urlsplit(newurl)
+        if moved is not None and (before.scheme, before.netloc) != (after.scheme, after.netloc):
+            moved.remove_header("Authorization")
+        return moved
+
+
+_OPENER = urllib.request.build_opener(_SameOriginCredentials)
 
 
 def _error_body(err: urllib.error.HTTPError) -> tuple[str, int]:
