@@ -38,3 +38,20 @@ def test_the_monitoring_interceptors_own_keys_are_dropped_like_the_interceptor(t
     assert not [k for k in (*consumer, *producer) if k.startswith("confluent.monitoring.")]
     Consumer(consumer).close()  # librdkafka builds the clients
     Producer(producer).flush(0)
+
+
+def test_javas_minus_one_socket_buffers_mean_the_os_default_in_librdkafka_too(tmp_path: Path) -> None:
+    """`receive.buffer.bytes` / `send.buffer.bytes` = -1 is the Java client's documented "use the OS default";
+    librdkafka's twin (`socket.*.buffer.bytes`) spells that 0 and refuses -1, so a file MM2 runs must not
+    pass `validate` and then fail to build its clients."""
+    path = tmp_path / "mm2.properties"
+    path.write_text(
+        "clusters = a, b\na.bootstrap.servers = 127.0.0.1:9\nb.bootstrap.servers = 127.0.0.1:9\na->b.enabled = true\n"
+        "a.consumer.receive.buffer.bytes = -1\nb.producer.send.buffer.bytes = -1\n"
+    )
+    flow = load_config(path, environ={}).flow("a->b")
+    consumer = {"group.id": "g", **flow.source_consumer.librdkafka(), "log_level": "0"}
+    producer = {**flow.target_producer.librdkafka(), "log_level": "0"}
+    assert consumer["socket.receive.buffer.bytes"] == "0" and producer["socket.send.buffer.bytes"] == "0"
+    Consumer(consumer).close()
+    Producer(producer).flush(0)
