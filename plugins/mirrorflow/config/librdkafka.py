@@ -26,6 +26,7 @@ _RENAMED = {
     "send.buffer.bytes": "socket.send.buffer.bytes",
     "max.request.size": "message.max.bytes",
 }
+_SOCKET_BUFFERS = ("receive.buffer.bytes", "send.buffer.bytes")
 _JAVA_ONLY = {
     "buffer.memory": "librdkafka sizes its queue with queue.buffering.max.kbytes",
     "key.serializer": "records are copied as raw bytes",
@@ -175,7 +176,9 @@ def to_librdkafka(props: Mapping[str, str]) -> tuple[dict[str, str], list[Note]]
     conf: dict[str, str] = {}
     notes: list[Note] = []
     for key, value in props.items():
-        if key in _RENAMED:
+        if key in _SOCKET_BUFFERS and value.strip() == "-1":
+            conf[_RENAMED[key]] = "0"  # Java's "the OS default" is librdkafka's 0 (it refuses -1)
+        elif key in _RENAMED:
             conf[_RENAMED[key]] = value
         elif key in _JAVA_ONLY:
             notes.append((key, f"dropped: {_JAVA_ONLY[key]}"))
