@@ -43,3 +43,12 @@ def test_a_registration_answer_without_an_id_is_the_registrys_failure(server: Sc
     server.answer = (200, b'{"message": "ok"}')
     with pytest.raises(RegistryUnavailable):
         RegistryClient(url(server), "target schema registry").register("s", Schema('"string"'))
+
+
+def test_a_target_registry_in_read_only_mode_stops_the_copy_even_with_a_dead_letter_topic(server: Scripted) -> None:
+    """Confluent answers 422 with error code 42205 to every registration while a registry (or subject) is in
+    READONLY mode, as DR registries often are: that is the registry's state, not one schema's fault, so it must
+    not send every record of every new schema to the dead-letter topic."""
+    server.answer = (422, json.dumps({"error_code": 42205, "message": "Subject s is in read-only mode"}).encode())
+    with pytest.raises(RegistryUnavailable, match="read-only"):
+        RegistryClient(url(server), "target schema registry").register("s", Schema('"string"'))
