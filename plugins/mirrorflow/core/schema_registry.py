@@ -31,6 +31,8 @@ CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 # The API's "not found" error codes (40401 subject, 40402 version, 40403 schema, ...). A 404 without one comes
 # from a server or proxy that does not know the path: a wrong base URL, not an unknown schema.
 NOT_FOUND_CODES = (40400, 40500)
+# 422 with this code: the registry or subject is READONLY, which refuses every registration, not one schema.
+READ_ONLY_CODE = 42205
 
 
 class SchemaNotFound(LookupError):
@@ -154,6 +156,11 @@ class RegistryClient:
             return RegistryUnavailable(
                 f"the {self.role} does not serve the schema registry API at this URL ({where}: HTTP 404 {detail}); "
                 "check the URL's base path (Apicurio Registry: .../apis/ccompat/v6)"
+            )
+        if err.code == 422 and code == READ_ONLY_CODE:
+            return RegistryUnavailable(
+                f"the {self.role} is in read-only mode ({where}: HTTP 422 {detail}); set its mode (or the subject's) "
+                "to READWRITE or IMPORT. The copy stops here and is retried"
             )
         if err.code in (409, 422):
             return SchemaRefused(f"the {self.role} refused the schema ({where}: HTTP {err.code} {detail})")
