@@ -26,6 +26,7 @@ _RENAMED = {
     "send.buffer.bytes": "socket.send.buffer.bytes",
     "max.request.size": "message.max.bytes",
 }
+_SOCKET_BUFFERS = ("receive.buffer.bytes", "send.buffer.bytes")
 _JAVA_ONLY = {
     "buffer.memory": "librdkafka sizes its queue with queue.buffering.max.kbytes",
     "key.serializer": "records are copied as raw bytes",
@@ -56,6 +57,10 @@ _JAVA_ONLY = {
     "sasl.login.class": "Java classes cannot run here",
 }
 _JAVA_ONLY_PREFIXES = ("sasl.login.", "sasl.kerberos.ticket.", "metrics.", "partitioner.")
+# Settings a Java interceptor (interceptor.classes, dropped) reads from its client's config: Confluent's
+# monitoring interceptors are in many MM2 deployments' files.
+_INTERCEPTOR_PREFIXES = ("confluent.monitoring.interceptor.",)
+_INTERCEPTOR_NOTE = "read by a Java interceptor (interceptor.classes), which cannot run here"
 _JAVA_ONLY_OAUTH = (
     "sasl.oauthbearer.",
     "librdkafka only reads token.endpoint.url, client credentials and scope",
@@ -110,6 +115,8 @@ def classify_client_key(key: str) -> tuple[ClientKeyKind, str]:
         return "translated", "rewritten into librdkafka's ssl.* / sasl.* settings"
     if key in _JAVA_ONLY:
         return "dropped", _JAVA_ONLY[key]
+    if key.startswith(_INTERCEPTOR_PREFIXES):
+        return "dropped", _INTERCEPTOR_NOTE
     if key not in LIBRDKAFKA_KEYS and key not in JAVA_CLIENT_KEYS:
         return "unknown", suggest(key, _CANDIDATES) or ""
     if key.startswith(_JAVA_ONLY_OAUTH[0]) and key not in _RDKAFKA_OAUTH:
@@ -169,12 +176,16 @@ def to_librdkafka(props: Mapping[str, str]) -> tuple[dict[str, str], list[Note]]
     conf: dict[str, str] = {}
     notes: list[Note] = []
     for key, value in props.items():
-        if key in _RENAMED:
+        if key in _SOCKET_BUFFERS and value.strip() == "-1":
+            conf[_RENAMED[key]] = "0"  # Java's "the OS default" is librdkafka's 0 (it refuses -1)
+        elif key in _RENAMED:
             conf[_RENAMED[key]] = value
         elif key in _JAVA_ONLY:
             notes.append((key, f"dropped: {_JAVA_ONLY[key]}"))
         elif key.startswith(_JAVA_ONLY_PREFIXES):
             notes.append((key, "dropped: a Java client setting"))
+        elif key.startswith(_INTERCEPTOR_PREFIXES):
+            notes.append((key, f"dropped: {_INTERCEPTOR_NOTE}"))
         elif key.startswith(_JAVA_ONLY_OAUTH[0]) and key not in _RDKAFKA_OAUTH:
             notes.append((key, f"dropped: {_JAVA_ONLY_OAUTH[1]}"))
         elif key.startswith(("ssl.truststore.", "ssl.keystore.")) or key in (

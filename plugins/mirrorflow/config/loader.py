@@ -11,7 +11,7 @@ from mirrorflow.config.clients import ClientConfig
 from mirrorflow.config.flows import build_flow
 from mirrorflow.config.issues import IssueLog
 from mirrorflow.config.keys import DEFAULT_POLICY, SECURITY_PROTOCOLS
-from mirrorflow.config.model import ClusterConfig, MirrorConfig
+from mirrorflow.config.model import ClusterConfig, Flow, MirrorConfig
 from mirrorflow.config.precedence import (
     Role,
     cluster_aliases,
@@ -83,6 +83,7 @@ def load_config(
             )
     check_identity_cycles(raw, aliases, log)
     flows = tuple(f for f in herders if f.enabled)
+    _check_drill_schedules(flows, raw, log)
     if require_flows and aliases and not flows:
         where = f" targeting {', '.join(subset)}" if subset else ""
         log.error(
@@ -109,6 +110,21 @@ def load_config(
         ignored_keys=tuple(dict.fromkeys(ignored)),
         warnings=tuple(log.warnings),
     )
+
+
+def _check_drill_schedules(flows: tuple[Flow, ...], raw: Mapping[str, str], log: IssueLog) -> None:
+    """`mirrorflow_drill` is one DAG on one schedule (the first drilled flow's): another flow's own schedule would
+    be replaced without a word, so it is reported on its line."""
+    drilled = [f for f in flows if f.drill_schedule]
+    for flow in drilled[1:]:
+        if flow.drill_schedule != drilled[0].drill_schedule:
+            key = f"{flow.name}.mirrorflow.drill.schedule"
+            log.warn(
+                key if key in raw else "mirrorflow.drill.schedule",
+                f"{flow.name} asks for drills on {flow.drill_schedule!r}, but the one mirrorflow_drill DAG runs every "
+                f"drill on {drilled[0].name}'s {drilled[0].drill_schedule!r}",
+                "set mirrorflow.drill.schedule once, at the top level",
+            )
 
 
 _PROVIDER_CLASS = {

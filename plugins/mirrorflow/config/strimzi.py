@@ -207,12 +207,14 @@ def _cluster(out: Output, alias: str, cluster: Mapping[str, Any], path: str) -> 
     out.comment(f"cluster {alias} ({path})")
     out.set(f"{alias}.bootstrap.servers", _required(cluster, "bootstrapServers", path, out.where), path)
     tls = _mapping(cluster.get("tls"), f"{path}.tls", out.where)
+    # Strimzi turns TLS on when the field is set at all: `tls: {}` means TLS with the JVM's public CAs.
+    tls_on = cluster.get("tls") is not None
     auth = _mapping(cluster.get("authentication"), f"{path}.authentication", out.where)
     kind = str(auth.get("type", "")).lower()
     sasl = kind in SASL_MODULES or kind == "oauth"
     if sasl:
-        out.set(f"{alias}.security.protocol", "SASL_SSL" if tls else "SASL_PLAINTEXT", path)
-    elif tls or kind == "tls":
+        out.set(f"{alias}.security.protocol", "SASL_SSL" if tls_on else "SASL_PLAINTEXT", path)
+    elif tls_on or kind == "tls":
         out.set(f"{alias}.security.protocol", "SSL", path)
     _trusted(out, alias, tls, f"{path}.tls")
     if kind:
@@ -272,8 +274,14 @@ def _mirror(out: Output, source: str, target: str, mirror: Mapping[str, Any], pa
         raise UsageError(f"{out.where}: {path} mirrors {flow} again; merge the two mirrors into one")
     out.comment(f"flow {flow} ({path})")
     present = {name for name in CONNECTORS if name in mirror}
+    _refuse_stopped(out, mirror, path)
     if "sourceConnector" not in present:
-        out.comment(f"{path} has no sourceConnector: Strimzi copies no records for it; Mirrorflow's flow does")
+        # A flow always copies: converting would start copying what the resource never copied.
+        raise UsageError(
+            f"{out.where}: {path} has no sourceConnector, so Strimzi copies no records for it, and a converted flow "
+            f"would. Add {path}.sourceConnector to copy, or remove the mirror (Mirrorflow emits heartbeats for every "
+            "pair of clusters whose flow is not enabled, as MM2 does), then convert again"
+        )
     out.set(f"{flow}.enabled", True, path)
     for field_name, key in PATTERN_KEYS:
         if mirror.get(field_name) is not None:
@@ -291,3 +299,18 @@ def _mirror(out: Output, source: str, target: str, mirror: Mapping[str, Any], pa
     handled = {"source", "sourceCluster", "targetCluster", *CONNECTORS, *(f for f, _ in PATTERN_KEYS)}
     for key in sorted(set(mirror) - handled):
         out.comment(f"not converted: {path}.{key}")
+
+
+def _refuse_stopped(out: Output, mirror: Mapping[str, Any], path: str) -> None:
+    """A stopped or paused connector runs nothing under Strimzi; a Mirrorflow flow cannot be half-on, so an
+    enabled flow would copy (or checkpoint) what the resource does not: refuse, naming the field."""
+    for name in CONNECTORS:
+        connector = _mapping(mirror.get(name), f"{path}.{name}", out.where)
+        state = str(connector.get("state", "running")).lower()
+        if state in ("stopped", "paused") or connector.get("pause") is True:
+            field_name, shown = ("state", state) if state != "running" else ("pause", "paused")
+            raise UsageError(
+                f"{out.where}: {path}.{name}.{field_name} says the connector is {shown}: "
+                "Strimzi runs nothing for it, and a converted flow would. Remove the mirror (or the connector) from "
+                "the resource, or set it running, then convert again"
+            )

@@ -20,12 +20,19 @@ import json
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from mirrorflow.core.transforms import FatalTransformError
 
+T = TypeVar("T")
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
+# The API's "not found" error codes (40401 subject, 40402 version, 40403 schema, ...). A 404 without one comes
+# from a server or proxy that does not know the path: a wrong base URL, not an unknown schema.
+NOT_FOUND_CODES = (40400, 40500)
+# 422 with this code: the registry or subject is READONLY, which refuses every registration, not one schema.
+READ_ONLY_CODE = 42205
 
 
 class SchemaNotFound(LookupError):
@@ -80,23 +87,37 @@ class RegistryClient:
     timeout_s: float = 30.0
 
     def schema_by_id(self, schema_id: int) -> Schema:
-        return _schema(self._call("GET", f"/schemas/ids/{schema_id}"))
+        return self._parse(_schema, self._call("GET", f"/schemas/ids/{schema_id}"))
 
     def subject_versions_of(self, schema_id: int) -> list[tuple[str, int]]:
         """The (subject, version) pairs registered with this schema ID."""
         found = self._call("GET", f"/schemas/ids/{schema_id}/versions")
-        return [(str(item["subject"]), int(item["version"])) for item in _list(found, self.role)]
+        return self._parse(lambda v: [(str(i["subject"]), int(i["version"])) for i in _list(v, self.role)], found)
 
     def subject_version(self, subject: str, version: int) -> Schema:
-        return _schema(self._call("GET", f"/subjects/{_quote(subject)}/versions/{version}"))
+        return self._parse(_schema, self._call("GET", f"/subjects/{_quote(subject)}/versions/{version}"))
 
     def register(self, subject: str, schema: Schema) -> int:
         """The ID of `schema` under `subject`, registered now unless the registry has it already."""
-        return int(_dict(self._call("POST", f"/subjects/{_quote(subject)}/versions", schema.as_json()))["id"])
+        answer = self._call("POST", f"/subjects/{_quote(subject)}/versions", schema.as_json())
+        return self._parse(lambda v: int(_dict(v)["id"]), answer)
 
     def version_of(self, subject: str, schema: Schema) -> int:
         """The version `schema` has under `subject` (SchemaNotFound if it is not registered there)."""
-        return int(_dict(self._call("POST", f"/subjects/{_quote(subject)}", schema.as_json()))["version"])
+        return self._parse(
+            lambda v: int(_dict(v)["version"]), self._call("POST", f"/subjects/{_quote(subject)}", schema.as_json())
+        )
+
+    def _parse(self, parse: Callable[[object], T], answer: object) -> T:
+        """`parse(answer)`; a field missing or of the wrong type means the answer is not the API's, which concerns
+        every record (like an HTML page would), so it stops the copy instead of failing one record."""
+        try:
+            return parse(answer)
+        except (KeyError, TypeError, ValueError) as err:
+            raise RegistryUnavailable(
+                f"the {self.role} answered with JSON that is not the schema registry API's "
+                f"({type(err).__name__}: {str(err)[:100]}); check the URL"
+            ) from None
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> object:
         request = urllib.request.Request(self.url.rstrip("/") + path, method=method)
@@ -112,7 +133,7 @@ class RegistryClient:
             request.add_header("Content-Type", CONTENT_TYPE)
         where = f"{method} {self.url.rstrip('/')}{path}"
         try:
-            with urllib.request.urlopen(request, data, timeout=self.timeout_s) as response:
+            with _OPENER.open(request, data, timeout=self.timeout_s) as response:
                 return json.loads(response.read())
         except urllib.error.HTTPError as err:
             raise self._http_error(err, where) from None
@@ -128,9 +149,19 @@ class RegistryClient:
             ) from None
 
     def _http_error(self, err: urllib.error.HTTPError, where: str) -> Exception:
-        detail = _error_message(err)
-        if err.code == 404:
+        detail, code = _error_body(err)
+        if err.code == 404 and NOT_FOUND_CODES[0] <= code < NOT_FOUND_CODES[1]:
             return SchemaNotFound(f"the {self.role} has no such schema ({where}: {detail})")
+        if err.code == 404:  # no API error code: the path itself is unknown, for every record alike
+            return RegistryUnavailable(
+                f"the {self.role} does not serve the schema registry API at this URL ({where}: HTTP 404 {detail}); "
+                "check the URL's base path (Apicurio Registry: .../apis/ccompat/v6)"
+            )
+        if err.code == 422 and code == READ_ONLY_CODE:
+            return RegistryUnavailable(
+                f"the {self.role} is in read-only mode ({where}: HTTP 422 {detail}); set its mode (or the subject's) "
+                "to READWRITE or IMPORT. The copy stops here and is retried"
+            )
         if err.code in (409, 422):
             return SchemaRefused(f"the {self.role} refused the schema ({where}: HTTP {err.code} {detail})")
         if err.code in (401, 403):
@@ -143,14 +174,40 @@ class RegistryClient:
         )
 
 
-def _error_message(err: urllib.error.HTTPError) -> str:
-    """The registry's own `message` (its error bodies are JSON), else the HTTP reason; bounded in length."""
+class _SameOriginCredentials(urllib.request.HTTPRedirectHandler):
+    """Follows a redirect, but sends the Authorization header on only where it stays on the registry's scheme, host
+    and port: urllib alone copies it to any host a redirect names (an https -> http downgrade included)."""
+
+    def redirect_request(
+        self,
+        req: urllib.request.Request,
+        fp: Any,
+        code: int,
+        msg: str,
+        headers: Any,
+        newurl: str,
+    ) -> urllib.request.Request | None:
+        moved = super().redirect_request(req, fp, code, msg, headers, newurl)
+        before, after = urllib.parse.urlsplit(req.full_url), urllib.parse.urlsplit(newurl)
+        if moved is not None and (before.scheme, before.netloc) != (after.scheme, after.netloc):
+            moved.remove_header("Authorization")
+        return moved
+
+
+_OPENER = urllib.request.build_opener(_SameOriginCredentials)
+
+
+def _error_body(err: urllib.error.HTTPError) -> tuple[str, int]:
+    """The registry's own `message` (its error bodies are JSON), else the HTTP reason, bounded in length; and its
+    `error_code` (0 when absent)."""
     try:
         body = json.loads(err.read() or b"{}")
     except (ValueError, OSError):
         body = {}
-    message = body.get("message") if isinstance(body, dict) else None
-    return str(message or err.reason)[:300]
+    if not isinstance(body, dict):
+        body = {}
+    message, code = body.get("message"), body.get("error_code")
+    return str(message or err.reason)[:300], code if isinstance(code, int) else 0
 
 
 def _quote(subject: str) -> str:

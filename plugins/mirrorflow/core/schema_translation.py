@@ -35,6 +35,9 @@ PARTS = ("key", "value")
 DEFAULT_TIMEOUT_MS = 30000
 # References nest; a cycle (which a registry should refuse) must not recurse forever.
 MAX_REFERENCE_DEPTH = 32
+# Registries number schemas from 1 (Confluent, Karapace, Apicurio), so bytes that read as ID 0 are not wire format
+# but data that starts with five zero bytes (a LongSerializer key below 2^24): copied as they are.
+NO_SCHEMA_ID = 0
 
 
 class UnknownSchemaId(LookupError):
@@ -167,6 +170,9 @@ class SchemaIdTranslation(Transformation):
     def _head(self, head: bytes, part: str) -> bytes:
         """The target's 5-byte header for a source header not yet cached (registers the schema if needed)."""
         source_id = int.from_bytes(head[1:], "big")
+        if source_id == NO_SCHEMA_ID:  # not the registry's: e.g. a LongSerializer key below 2^24
+            self._heads[head] = head
+            return head
         try:
             target_id = self.translator.translate(source_id)
         except (UnknownSchemaId, ValueError) as err:

@@ -8,6 +8,8 @@ plus three checks an auditor asks for:
   authorizer on A, `command` an executable `mirrorflow.drill.fence.command`; `none` fails (an unfenced failover
   has no data-loss bound);
 * reverse: the flow B->A is enabled, so the way home (failback) is armed.
+A dry run the runbook refuses (a gate fails: A unreachable, the groups already active on B, ...) adds a failed
+"dry run" check, so the refusal is kept as a failed drill instead of leaving the previous drill as the newest.
 
 Each drill's report (checks, counts, the dry run's RTO) is kept where the runbook state lives, the compacted
 `mirrorflow-runbook.internal` topic on B, in `mirrorflow.drill.history` rotating keys per pair: bounded whatever
@@ -31,7 +33,7 @@ from mirrorflow.core.runbook_record import RUNBOOK_TOPIC, decode_key, drill_key,
 from mirrorflow.kafka.acls import SecurityDisabled, describe_topic_acls
 from mirrorflow.kafka.produce import OutgoingRecord
 from mirrorflow.kafka.runbook_store import cluster_id, ensure_runbook_topic, read_latest, topic_exists
-from mirrorflow.replication.failover.runbook import options_from_values, run_failover
+from mirrorflow.replication.failover.runbook import FailoverFailed, options_from_values, run_failover
 from mirrorflow.replication.flow_clients import FlowClients
 
 
@@ -92,9 +94,14 @@ def run_drill(
         state_dir=None,
     )
     started = time.time()
-    dry_run = run_failover(options, prepare_flow=prepare_flow)
+    refused: list[Check] = []
+    try:
+        dry_run = run_failover(options, prepare_flow=prepare_flow)
+    except FailoverFailed as err:  # a refused dry run is a failed drill: its report is evidence too
+        dry_run = err.report
+        refused.append(Check("dry run", False, str(err)))
     with FlowClients(flow) as clients:
-        checks = [groups_check(dry_run), fence_check(flow, clients), reverse_check(config, flow)]
+        checks = [*refused, groups_check(dry_run), fence_check(flow, clients), reverse_check(config, flow)]
         report = {
             "flow": flow.name,
             "at_ms": int(started * 1000),
