@@ -7,7 +7,7 @@ types below can annotate fixtures in any test module.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
@@ -22,6 +22,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from mirrorflow.kafka.client_logs import with_logger
 from mirrorflow.kafka.clients import admin_client
 from mirrorflow.kafka.groups import remember_settings
 from mirrorflow.local.cluster import LocalClusters
@@ -146,3 +147,28 @@ def recreate_topic(admin: AdminClient, name: str, partitions: int = 1, config: d
             if err.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS or time.monotonic() > deadline:
                 raise
             time.sleep(0.2)
+
+
+COORDINATOR_NOT_READY = {
+    KafkaError.NOT_COORDINATOR,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+}
+
+
+def commit_when_ready(conf: Mapping[str, str], group: str, position: TopicPartition) -> None:
+    """Commit `position` for `group`; a fresh cluster answers NOT_COORDINATOR until its offsets topic is up."""
+    committer = Consumer(with_logger({**conf, "group.id": group}))
+    deadline = time.monotonic() + 120
+    try:
+        while True:
+            try:
+                committer.commit(offsets=[position], asynchronous=False)
+                return
+            except KafkaException as err:
+                transient = err.args[0].retriable() or err.args[0].code() in COORDINATOR_NOT_READY
+                if time.monotonic() > deadline or not transient:
+                    raise
+                time.sleep(0.5)
+    finally:
+        committer.close()

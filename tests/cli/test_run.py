@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 from tests.cli.cli_helpers import MIRRORFLOW, cli, write_config
+from tests.kafka_helpers import commit_when_ready
 
 from mirrorflow.core.heartbeat import Heartbeat
 from mirrorflow.kafka.client_logs import with_logger
@@ -91,7 +92,7 @@ def test_run_no_copy_still_emits_checkpoints_of_what_was_copied(
         [str(MIRRORFLOW), "run", str(config), "--flow", "A->B", "--once"], capture_output=True, text=True, timeout=300
     )
     assert copied.returncode == 0, copied.stderr[-3000:]
-    commit_offsets(kafka_clusters.bootstrap("A"), group, TopicPartition(tag, 0, 30))
+    commit_when_ready({"bootstrap.servers": kafka_clusters.bootstrap("A")}, group, TopicPartition(tag, 0, 30))
 
     result = subprocess.run(
         [str(MIRRORFLOW), "run", str(config), "--flow", "A->B", "--once", "--no-copy", "--json"],
@@ -104,23 +105,6 @@ def test_run_no_copy_still_emits_checkpoints_of_what_was_copied(
     assert "copy" not in flow["steps"] and "checkpoints" in flow["steps"], flow["steps"]
     emitted = [c for c in flow["checkpoints"]["emitted"] if c["group"] == group]
     assert [(c["topic"], c["upstream_offset"], c["downstream_offset"]) for c in emitted] == [(f"A.{tag}", 30, 30)]
-
-
-def commit_offsets(bootstrap: str, group: str, position: TopicPartition) -> None:
-    """Commit `position` for `group` (a fresh coordinator may answer NOT_COORDINATOR for a moment)."""
-    committer = Consumer(with_logger({"bootstrap.servers": bootstrap, "group.id": group}))
-    deadline = time.monotonic() + 60
-    try:
-        while True:
-            try:
-                committer.commit(offsets=[position], asynchronous=False)
-                return
-            except KafkaException:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.5)
-    finally:
-        committer.close()
 
 
 @pytest.mark.integration

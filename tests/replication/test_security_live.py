@@ -14,7 +14,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -22,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
-from tests.kafka_helpers import read_partition
+from tests.kafka_helpers import commit_when_ready, read_partition
 from tests.spark.copy_probe import copy_operator
 from tests.spark.standalone import Standalone
 
@@ -41,11 +40,6 @@ MIRRORFLOW = Path(sys.executable).with_name("mirrorflow")
 RECORDS = 200
 COMMITTED = 60
 ENV_PASSWORD = "MF_TEST_SCRAM_PASSWORD"
-COORDINATOR_NOT_READY = {
-    KafkaError.NOT_COORDINATOR,
-    KafkaError.COORDINATOR_NOT_AVAILABLE,
-    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-}
 
 
 @dataclass
@@ -121,24 +115,6 @@ def flow_body(topic: str, group: str) -> str:
         "scram->tls.mirrorflow.spark.master = local[2]\n"
         "emit.heartbeats.enabled = false\n"
     )
-
-
-def commit_when_ready(conf: Mapping[str, str], group: str, position: TopicPartition) -> None:
-    """Commit `position` for `group`; a fresh cluster answers NOT_COORDINATOR until its offsets topic is up."""
-    committer = Consumer(with_logger({**conf, "group.id": group}))
-    deadline = time.monotonic() + 120
-    try:
-        while True:
-            try:
-                committer.commit(offsets=[position], asynchronous=False)
-                return
-            except KafkaException as err:
-                transient = err.args[0].retriable() or err.args[0].code() in COORDINATOR_NOT_READY
-                if time.monotonic() > deadline or not transient:
-                    raise
-                time.sleep(0.5)
-    finally:
-        committer.close()
 
 
 @pytest.fixture(scope="module")

@@ -86,25 +86,27 @@ def queued_deadline(seconds: int, path: str, **kwargs: str) -> Any:
     )
 
 
+def _run_id(context: Mapping[str, Any] | None) -> str:
+    """The DAG run id of a deadline callback's context (a mapping or a run object), "?" when absent."""
+    run = (context or {}).get("dag_run")
+    return str(run.get("run_id", "?") if isinstance(run, Mapping) else getattr(run, "run_id", "?"))
+
+
 def log_deadline_miss(context: Mapping[str, Any] | None = None, flow: str = "?", **_: Any) -> None:
     """The default deadline alert: one ERROR line to match in the logs."""
-    run = (context or {}).get("dag_run")
-    run_id = run.get("run_id", "?") if isinstance(run, Mapping) else getattr(run, "run_id", "?")
     log.error(
         "Mirrorflow alert: flow %s: DAG run %s is still running past its deadline (mirrorflow.airflow.deadline."
         "seconds); a copy starved of Spark cores or a run waiting for a worker slot are the usual causes",
         flow,
-        run_id,
+        _run_id(context),
     )
 
 
 def log_rto_miss(context: Mapping[str, Any] | None = None, runbook: str = "?", **_: Any) -> None:
     """The default RTO alert of the runbook DAGs: one ERROR line to match in the logs."""
-    run = (context or {}).get("dag_run")
-    run_id = run.get("run_id", "?") if isinstance(run, Mapping) else getattr(run, "run_id", "?")
     log.error(
         "Mirrorflow alert: the %s runbook run %s is still going past the recovery time objective "
         "(mirrorflow.runbook.rto.target.seconds): look for its failed or waiting step",
         runbook,
-        run_id,
+        _run_id(context),
     )
