@@ -36,7 +36,8 @@ from mirrorflow.local.cluster import LocalClusters
 from mirrorflow.local.properties import mm2_config_text
 from mirrorflow.replication.failover import kafka_state
 from mirrorflow.replication.failover.kafka_state import KafkaStateStore, PauseUnknown, flow_clusters, unpause
-from mirrorflow.replication.failover.runbook import FailoverOptions, run_failover
+from mirrorflow.replication.failover.options import FailoverOptions
+from mirrorflow.replication.failover.runbook import run_failover
 from mirrorflow.replication.failover.state import DONE, write_pause_marker
 from mirrorflow.replication.failover.steps import pause_flow
 from mirrorflow.replication.flow_clients import FlowClients

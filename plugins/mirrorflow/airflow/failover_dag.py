@@ -35,13 +35,8 @@ from mirrorflow.airflow.drill_dag import DRILL_DAG_ID, build_drill_dag
 from mirrorflow.airflow.factory import CONFIG_ENV, START_DATE, config_file, repo_root
 from mirrorflow.config.loader import load_config
 from mirrorflow.core.errors import UsageError
-from mirrorflow.replication.failover.runbook import (
-    FENCES,
-    REDIRECTS,
-    STEP_NAMES,
-    FailoverOptions,
-    options_from_values,
-)
+from mirrorflow.replication.failover.options import FENCES, REDIRECTS, FailoverOptions, options_from_values
+from mirrorflow.replication.failover.step import STEP_NAMES
 
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,9 @@ import typer
 
 from mirrorflow.cli.plan_cmd import ClustersOption, FlowOption, VerboseOption, select_flows, setup_logging
 from mirrorflow.core.errors import UsageError
+from mirrorflow.replication.failover.options import options_from_values
 from mirrorflow.replication.failover.report import render_markdown
-from mirrorflow.replication.failover.runbook import FailoverFailed, options_from_values, run_failover
+from mirrorflow.replication.failover.runbook import FailoverFailed, run_failover
 
 
 def register(app: typer.Typer) -> None:

@@ -16,8 +16,8 @@ from typing import Any
 from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.kafka.offsets import list_offsets
 from mirrorflow.replication.copy_task import flow_reads_committed
-from mirrorflow.replication.failover.runbook import STEP_NAMES, Context
 from mirrorflow.replication.failover.state import DONE, PLANNED, SKIPPED
+from mirrorflow.replication.failover.step import STEP_NAMES, Context
 
 CONSUMER_CONTRACT = (
     "consumers on the target must read with isolation.level=read_committed: exactly-once holds for them only "
