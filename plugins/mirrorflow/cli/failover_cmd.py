@@ -152,8 +152,8 @@ def unpause(
     verbose: VerboseOption = False,
 ) -> None:
     """Resume the flows named by `--flow`: their markers in the runbook topic on their targets are deleted."""
-    from mirrorflow.replication.failover.kafka_state import unpause as delete_marker
     from mirrorflow.replication.flow_clients import FlowClients
+    from mirrorflow.replication.pause_markers import unpause as delete_marker
 
     setup_logging(verbose)
     if not flow:

@@ -28,8 +28,6 @@ from mirrorflow.config.model import Flow
 from mirrorflow.replication.acl_sync import AclSyncReport, sync_acls
 from mirrorflow.replication.config_sync import ConfigSyncReport, sync_configs
 from mirrorflow.replication.discovery import FlowPlan, discover
-from mirrorflow.replication.failover.kafka_state import PauseUnknown, checked_pause, flow_clusters
-from mirrorflow.replication.failover.state import Clusters, marker_applies, paused_flows
 from mirrorflow.replication.flow_clients import FlowClients
 from mirrorflow.replication.flow_rules import FlowRules
 from mirrorflow.replication.heartbeats import HeartbeatReport, emit_heartbeat
@@ -38,6 +36,14 @@ from mirrorflow.replication.internal_topics import (
     create_internal_topics,
     ensure_internal_topics,
     heartbeats_topic,
+)
+from mirrorflow.replication.pause_markers import (
+    Clusters,
+    PauseUnknown,
+    checked_pause,
+    flow_clusters,
+    marker_applies,
+    paused_flows,
 )
 from mirrorflow.replication.topic_sync import TopicSyncReport, sync_topics
 

@@ -22,7 +22,7 @@ from mirrorflow.config.loader import load_config
 from mirrorflow.config.model import Flow, MirrorConfig
 from mirrorflow.core.errors import MirrorflowError, UsageError
 from mirrorflow.core.runbook_record import RunbookId
-from mirrorflow.replication.failover.kafka_state import KafkaStateStore, flow_clusters
+from mirrorflow.replication.failover.kafka_state import KafkaStateStore
 from mirrorflow.replication.failover.options import FailoverOptions
 from mirrorflow.replication.failover.report import build_report, write_report
 from mirrorflow.replication.failover.state import (
@@ -31,7 +31,6 @@ from mirrorflow.replication.failover.state import (
     PENDING,
     PLANNED,
     SKIPPED,
-    Clusters,
     RunbookStore,
     RunState,
     StateStore,
@@ -40,6 +39,7 @@ from mirrorflow.replication.failover.state import (
 from mirrorflow.replication.failover.step import Context, Refused, Step
 from mirrorflow.replication.failover.steps import STEPS
 from mirrorflow.replication.flow_clients import FlowClients
+from mirrorflow.replication.pause_markers import Clusters, flow_clusters
 
 
 class FailoverFailed(MirrorflowError):
