@@ -143,6 +143,18 @@ def test_filter_class_without_the_method_names_key_and_line(config_errors: Error
     assert "DefaultTopicFilter lacks GroupFilter methods" in issues[0].problem
 
 
+def test_an_unknown_key_beside_a_python_filter_class_is_said_to_reach_it(load: Load) -> None:
+    config = load(
+        BASE + "a->b.topic.filter.class = mirrorflow.core.topic_filter.DefaultTopicFilter\na->b.my.prefix = x\n"
+    )
+    [warning] = [w for w in config.warnings if w.key == "a->b.my.prefix"]
+    assert "passes it only to your Python filter or policy class" in warning.problem
+    assert warning.fix.startswith("if your class does not read it")
+    plain = load(BASE + "a->b.my.prefix = x\n")
+    [warning] = [w for w in plain.warnings if w.key == "a->b.my.prefix"]
+    assert "MM2 ignores it and so does Mirrorflow" in warning.problem
+
+
 def test_mm2_default_filter_classes_load(load: Load) -> None:
     config = load(
         BASE
