@@ -28,8 +28,8 @@ from mirrorflow.airflow.failover_dag import STEP_NAMES, options_from_params
 from mirrorflow.core.errors import UsageError
 from mirrorflow.local.cluster import LocalClusters
 from mirrorflow.local.properties import mm2_config_text
-from mirrorflow.replication.failover.state import paused_flows, write_pause_marker
 from mirrorflow.replication.failover.steps import STEPS
+from mirrorflow.replication.pause_markers import paused_flows, write_pause_marker
 
 RUNBOOKS = ("mirrorflow_failover", "mirrorflow_failback")
 DAGS = Path(__file__).resolve().parents[2] / "dags"
@@ -205,8 +205,8 @@ def test_run_loop_skips_a_cycle_when_the_pause_cannot_be_told(tmp_path: Path) ->
     """Review: an unreadable target id counted as "not paused"; now the cycle's steps are skipped, said once per
     cycle, and the flow is checked again at its next cycle (not dropped)."""
     from mirrorflow.config.loader import load_config
-    from mirrorflow.replication.failover.kafka_state import PauseUnknown
     from mirrorflow.replication.flow_cycle import run_loop
+    from mirrorflow.replication.pause_markers import PauseUnknown
 
     flow = load_config(offline_config(tmp_path)).flow("A->B")
     said: list[str] = []

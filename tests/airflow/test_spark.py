@@ -169,8 +169,8 @@ def test_a_retried_copy_checks_the_pause_again(
     the flow meanwhile must stop the retry, or it copies behind the clients that moved."""
     from airflow.sdk.exceptions import AirflowSkipException
 
-    from mirrorflow.replication.failover.state import write_pause_marker
     from mirrorflow.replication.flow_cycle import STATE_DIR_ENV
+    from mirrorflow.replication.pause_markers import write_pause_marker
 
     config = write_config(
         f"clusters = A, B\nA.bootstrap.servers = {kafka_clusters.bootstrap('A')}\n"

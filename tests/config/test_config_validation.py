@@ -129,6 +129,41 @@ def test_unknown_replication_policy(config_errors: Errors) -> None:
     assert "com.example.NoSuchPolicy" in issues[0].problem
 
 
+@pytest.mark.parametrize("key", ["topic.filter.class", "group.filter.class"])
+def test_bad_filter_class_names_key_and_line(config_errors: Errors, key: str) -> None:
+    issues = config_errors(BASE + "topics = .*\n" + f"a->b.{key} = com.example.NoSuchFilter\n")
+    assert _where(issues) == [(6, f"a->b.{key}")]
+    assert "com.example.NoSuchFilter" in issues[0].problem
+    assert "cannot import module 'com.example'" in issues[0].problem
+
+
+def test_filter_class_without_the_method_names_key_and_line(config_errors: Errors) -> None:
+    issues = config_errors(BASE + "group.filter.class = mirrorflow.core.topic_filter.DefaultTopicFilter\n")
+    assert _where(issues) == [(5, "group.filter.class")]
+    assert "DefaultTopicFilter lacks GroupFilter methods" in issues[0].problem
+
+
+def test_an_unknown_key_beside_a_python_filter_class_is_said_to_reach_it(load: Load) -> None:
+    config = load(
+        BASE + "a->b.topic.filter.class = mirrorflow.core.topic_filter.DefaultTopicFilter\na->b.my.prefix = x\n"
+    )
+    [warning] = [w for w in config.warnings if w.key == "a->b.my.prefix"]
+    assert "passes it only to your Python filter or policy class" in warning.problem
+    assert warning.fix.startswith("if your class does not read it")
+    plain = load(BASE + "a->b.my.prefix = x\n")
+    [warning] = [w for w in plain.warnings if w.key == "a->b.my.prefix"]
+    assert "MM2 ignores it and so does Mirrorflow" in warning.problem
+
+
+def test_mm2_default_filter_classes_load(load: Load) -> None:
+    config = load(
+        BASE
+        + "topic.filter.class = org.apache.kafka.connect.mirror.DefaultTopicFilter\n"
+        + "a->b.group.filter.class = org.apache.kafka.connect.mirror.DefaultGroupFilter\n"
+    )
+    assert [i.key for i in config.warnings if "filter" in i.key] == []  # once reported as ignored keys
+
+
 def test_unresolvable_env_reference(config_errors: Errors) -> None:
     issues = config_errors(
         BASE

@@ -14,8 +14,8 @@ from typing import Any
 from mirrorflow.config.model import Flow
 from mirrorflow.core.runbook_record import DRILL, RUNBOOK_TOPIC, decode_key, decode_value
 from mirrorflow.kafka.runbook_store import read_latest
-from mirrorflow.replication.failover.kafka_state import unpause
 from mirrorflow.replication.flow_clients import FlowClients
+from mirrorflow.replication.pause_markers import unpause
 
 MIRRORFLOW = Path(sys.executable).with_name("mirrorflow")
 

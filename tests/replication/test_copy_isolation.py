@@ -32,7 +32,8 @@ from tests.replication.helpers import (
 
 from mirrorflow.config.model import Flow, MirrorConfig
 from mirrorflow.replication.copy_range import CopyStalled, copy_range
-from mirrorflow.replication.failover.runbook import FailoverOptions, run_failover
+from mirrorflow.replication.failover.options import FailoverOptions
+from mirrorflow.replication.failover.runbook import run_failover
 from mirrorflow.replication.flow_cycle import TOPICS, run_control_plane
 
 pytestmark = pytest.mark.integration

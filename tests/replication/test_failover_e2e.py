@@ -41,7 +41,8 @@ from mirrorflow.replication.checkpoints import emit_checkpoints
 from mirrorflow.replication.copy_plan import copyable, plan_copy
 from mirrorflow.replication.copy_range import copy_range
 from mirrorflow.replication.discovery import discover
-from mirrorflow.replication.failover.runbook import FailoverOptions, run_failover
+from mirrorflow.replication.failover.options import FailoverOptions
+from mirrorflow.replication.failover.runbook import run_failover
 from mirrorflow.replication.flow_clients import FlowClients
 from mirrorflow.replication.flow_cycle import TOPICS, paused_reason, run_control_plane
 

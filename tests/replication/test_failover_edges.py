@@ -24,8 +24,9 @@ from tests.replication.test_provenance_live import copy_once
 from mirrorflow.config.model import MirrorConfig
 from mirrorflow.kafka.groups import committed_offsets
 from mirrorflow.replication.failover import fencing
+from mirrorflow.replication.failover.options import FailoverOptions
 from mirrorflow.replication.failover.report import render_markdown
-from mirrorflow.replication.failover.runbook import FailoverOptions, run_failover
+from mirrorflow.replication.failover.runbook import run_failover
 from mirrorflow.replication.flow_cycle import TOPICS, run_control_plane
 
 pytestmark = pytest.mark.integration

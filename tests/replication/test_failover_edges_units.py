@@ -11,7 +11,7 @@ from mirrorflow.core.errors import UsageError
 from mirrorflow.core.offset_map import OffsetMap
 from mirrorflow.replication.failover.fencing import wait_for_open_transactions
 from mirrorflow.replication.failover.group_offsets import both_origins, on_a_copy, split_stale
-from mirrorflow.replication.failover.runbook import FailoverOptions, options_from_values
+from mirrorflow.replication.failover.options import FailoverOptions, options_from_values
 from mirrorflow.replication.offset_translation import FlowOffsetMaps
 
 

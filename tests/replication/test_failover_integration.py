@@ -24,10 +24,13 @@ from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.kafka.acls import delete_acls, describe_topic_acls
 from mirrorflow.kafka.compacted_log import read_to_end
 from mirrorflow.kafka.groups import committed_offsets
-from mirrorflow.replication.failover.runbook import FailoverFailed, FailoverOptions, Outcome, run_failover
-from mirrorflow.replication.failover.state import StateStore, paused_flows
+from mirrorflow.replication.failover.options import FailoverOptions
+from mirrorflow.replication.failover.runbook import FailoverFailed, run_failover
+from mirrorflow.replication.failover.state import StateStore
+from mirrorflow.replication.failover.step import Outcome
 from mirrorflow.replication.failover.steps import STEPS
 from mirrorflow.replication.flow_cycle import TOPICS, run_control_plane
+from mirrorflow.replication.pause_markers import paused_flows
 
 pytestmark = pytest.mark.integration
 

@@ -14,10 +14,11 @@ from mirrorflow.core.offset_map import OffsetMap
 from mirrorflow.core.runbook_record import RUNBOOK_TOPIC
 from mirrorflow.local.properties import mm2_config_text
 from mirrorflow.replication.failover.fencing import moved, verify_writes_stopped
-from mirrorflow.replication.failover.runbook import FailoverOptions
-from mirrorflow.replication.failover.state import DONE, StateStore, paused_flows, write_pause_marker
+from mirrorflow.replication.failover.options import FailoverOptions
+from mirrorflow.replication.failover.state import DONE, StateStore
 from mirrorflow.replication.flow_rules import FlowRules
 from mirrorflow.replication.offset_translation import FlowOffsetMaps, Translation
+from mirrorflow.replication.pause_markers import paused_flows, write_pause_marker
 
 
 def test_state_resumes_the_same_failover_and_refuses_another(tmp_path: Path) -> None:

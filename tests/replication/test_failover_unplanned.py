@@ -30,8 +30,9 @@ from mirrorflow.local.properties import mm2_config_text
 from mirrorflow.replication.checkpoints import emit_checkpoints
 from mirrorflow.replication.copy_plan import SourcePartitions, plan_copy
 from mirrorflow.replication.copy_range import copy_range
+from mirrorflow.replication.failover.options import FailoverOptions
 from mirrorflow.replication.failover.report import render_markdown
-from mirrorflow.replication.failover.runbook import FailoverOptions, run_failover
+from mirrorflow.replication.failover.runbook import run_failover
 from mirrorflow.replication.flow_clients import FlowClients
 from mirrorflow.replication.flow_cycle import TOPICS, flow_paused, run_control_plane
 from mirrorflow.replication.remote_cluster_utils import translate_group

@@ -24,7 +24,7 @@ from tests.replication.runbook_helpers import machine_env, mirrorflow, runbook_s
 
 from mirrorflow.config.model import MirrorConfig
 from mirrorflow.kafka.groups import committed_offsets
-from mirrorflow.replication.failover.runbook import STEP_NAMES
+from mirrorflow.replication.failover.step import STEP_NAMES
 
 pytestmark = pytest.mark.integration
 

@@ -34,13 +34,16 @@ from mirrorflow.kafka.produce import OutgoingRecord
 from mirrorflow.kafka.runbook_store import RUNBOOK_SEGMENT_MS, RunbookFenced, ensure_runbook_topic
 from mirrorflow.local.cluster import LocalClusters
 from mirrorflow.local.properties import mm2_config_text
+from mirrorflow.replication import pause_markers
 from mirrorflow.replication.failover import kafka_state
-from mirrorflow.replication.failover.kafka_state import KafkaStateStore, PauseUnknown, flow_clusters, unpause
-from mirrorflow.replication.failover.runbook import FailoverOptions, run_failover
-from mirrorflow.replication.failover.state import DONE, write_pause_marker
+from mirrorflow.replication.failover.kafka_state import KafkaStateStore
+from mirrorflow.replication.failover.options import FailoverOptions
+from mirrorflow.replication.failover.runbook import run_failover
+from mirrorflow.replication.failover.state import DONE
 from mirrorflow.replication.failover.steps import pause_flow
 from mirrorflow.replication.flow_clients import FlowClients
 from mirrorflow.replication.flow_cycle import flow_paused
+from mirrorflow.replication.pause_markers import PauseUnknown, flow_clusters, unpause, write_pause_marker
 
 pytestmark = pytest.mark.integration
 
@@ -162,7 +165,6 @@ def test_finished_dag_runs_are_pruned_to_a_bound(
     pair: tuple[MirrorConfig, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """One record per runbook, and of the finished DAG runs of a direction and pair only the newest are kept."""
-    from mirrorflow.replication.failover import kafka_state
 
     monkeypatch.setattr(kafka_state, "KEPT_RUNS", 2)
     config, _ = pair
@@ -380,7 +382,7 @@ def test_a_runbook_topic_that_cannot_be_read_makes_the_pause_unknown_not_a_crash
     def stalled(*_args: Any, **_kwargs: Any) -> Any:
         raise StalledReadError("the broker delivered nothing (a partition without a leader)")
 
-    monkeypatch.setattr(kafka_state, "read_latest", stalled)
+    monkeypatch.setattr(pause_markers, "read_latest", stalled)
     with FlowClients(flow) as clients, pytest.raises(PauseUnknown, match="could not be read"):
         flow_paused(flow, clients, None)
 

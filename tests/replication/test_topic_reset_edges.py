@@ -30,9 +30,9 @@ from mirrorflow.replication import topic_reset
 from mirrorflow.replication.checkpoints import emit_checkpoints
 from mirrorflow.replication.copy_plan import transactional_id
 from mirrorflow.replication.copy_range import copy_range
-from mirrorflow.replication.failover.state import write_pause_marker
 from mirrorflow.replication.flow_cycle import STATE_DIR_ENV, TOPICS, run_control_plane
 from mirrorflow.replication.group_sync import sync_group_offsets
+from mirrorflow.replication.pause_markers import write_pause_marker
 from mirrorflow.replication.topic_reset import reset_topic
 
 pytestmark = pytest.mark.integration

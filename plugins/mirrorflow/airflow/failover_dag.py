@@ -38,13 +38,8 @@ from mirrorflow.airflow.factory import CONFIG_ENV, START_DATE, config_file, repo
 from mirrorflow.airflow.native_pause import set_dags_paused
 from mirrorflow.config.loader import load_config
 from mirrorflow.core.errors import UsageError
-from mirrorflow.replication.failover.runbook import (
-    FENCES,
-    REDIRECTS,
-    STEP_NAMES,
-    FailoverOptions,
-    options_from_values,
-)
+from mirrorflow.replication.failover.options import FENCES, REDIRECTS, FailoverOptions, options_from_values
+from mirrorflow.replication.failover.step import STEP_NAMES
 
 log = logging.getLogger(__name__)
 

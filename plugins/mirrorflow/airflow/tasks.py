@@ -82,9 +82,9 @@ def skip_if_paused(flow: Flow) -> None:
     cannot be told now (`PauseUnknown`: its target does not answer, or an open transaction holds the runbook
     topic) the task fails, and is retried, with the reason: it must neither run unchecked nor pass as a green,
     skipped run while its target is down (an outage must alert)."""
-    from mirrorflow.replication.failover.kafka_state import PauseUnknown
     from mirrorflow.replication.flow_clients import FlowClients
     from mirrorflow.replication.flow_cycle import flow_paused, state_root_override
+    from mirrorflow.replication.pause_markers import PauseUnknown
 
     try:
         with FlowClients(flow) as clients:
@@ -100,9 +100,9 @@ def skip_if_paused(flow: Flow) -> None:
 
 def pause_check(flow: Flow, max_age_s: float = 0.0) -> str | None:
     """Why the flow must not run now (`flow_paused`, an unknown answer included), or None."""
-    from mirrorflow.replication.failover.kafka_state import PauseUnknown
     from mirrorflow.replication.flow_clients import FlowClients
     from mirrorflow.replication.flow_cycle import flow_paused, state_root_override
+    from mirrorflow.replication.pause_markers import PauseUnknown
 
     try:
         with FlowClients(flow) as clients:
@@ -175,7 +175,7 @@ def repeat_each(
 def _cadence(flow: Flow, every: float, step: Callable[[], Any]) -> dict[str, Any]:
     """Once in interval mode; at `every` for the copy's run time in continuous mode, checking the pause marker
     before each later round (a cached answer at most `PAUSE_CACHE_S` old)."""
-    from mirrorflow.replication.failover.kafka_state import PAUSE_CACHE_S
+    from mirrorflow.replication.pause_markers import PAUSE_CACHE_S
 
     started = time.monotonic()
     if flow.copy_mode == "continuous":
@@ -334,11 +334,11 @@ def loops(config_path: str, flow_name: str, clusters: Clusters = None) -> dict[s
     its cadence, checking the pause marker before each round. One failure fails the task (Airflow retries it).
     Group sync reads the checkpoints topic afresh each round, so it sees this task's own checkpoints."""
     from mirrorflow.replication.checkpoints import emit_checkpoints as emit
-    from mirrorflow.replication.failover.kafka_state import PAUSE_CACHE_S
     from mirrorflow.replication.flow_clients import FlowClients
     from mirrorflow.replication.flow_cycle import HEARTBEAT, run_control_plane
     from mirrorflow.replication.group_sync import sync_group_offsets as sync
     from mirrorflow.replication.offset_translation import CheckpointStore
+    from mirrorflow.replication.pause_markers import PAUSE_CACHE_S
     from mirrorflow.replication.state_tail import OffsetMapTail
 
     flow = load_flow(config_path, flow_name, clusters)

@@ -106,7 +106,8 @@ def _show_translation(config: MirrorConfig) -> None:
 
 def _dry_run_failover(config_path: Path, directory: Path) -> None:
     """The runbook of docs/design.md §4 in dry-run mode: every action and the data-loss bound, nothing changed."""
-    from mirrorflow.replication.failover.runbook import FailoverOptions, run_failover
+    from mirrorflow.replication.failover.options import FailoverOptions
+    from mirrorflow.replication.failover.runbook import run_failover
 
     options = FailoverOptions(
         config=str(config_path),

@@ -25,8 +25,9 @@ from mirrorflow.cli.plan_cmd import (
     setup_logging,
 )
 from mirrorflow.core.errors import UsageError
+from mirrorflow.replication.failover.options import options_from_values
 from mirrorflow.replication.failover.report import render_markdown
-from mirrorflow.replication.failover.runbook import FailoverFailed, options_from_values, run_failover
+from mirrorflow.replication.failover.runbook import FailoverFailed, run_failover
 
 
 def register(app: typer.Typer) -> None:
@@ -158,8 +159,8 @@ def unpause(
     verbose: VerboseOption = False,
 ) -> None:
     """Resume the flows named by `--flow`: their markers in the runbook topic on their targets are deleted."""
-    from mirrorflow.replication.failover.kafka_state import unpause as delete_marker
     from mirrorflow.replication.flow_clients import FlowClients
+    from mirrorflow.replication.pause_markers import unpause as delete_marker
 
     setup_logging(verbose)
     if not flow:

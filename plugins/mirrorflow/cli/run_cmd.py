@@ -34,7 +34,6 @@ from mirrorflow.cli.plan_cmd import (
 )
 from mirrorflow.config.model import Flow
 from mirrorflow.core.errors import UsageError
-from mirrorflow.replication.failover.kafka_state import PAUSE_CACHE_S, PauseUnknown
 from mirrorflow.replication.flow_clients import FlowClients
 from mirrorflow.replication.flow_cycle import (
     ALL_STEPS,
@@ -45,6 +44,7 @@ from mirrorflow.replication.flow_cycle import (
     run_loop,
     state_root_override,
 )
+from mirrorflow.replication.pause_markers import PAUSE_CACHE_S, PauseUnknown
 
 
 def register(app: typer.Typer) -> None:

@@ -76,6 +76,9 @@ def _cluster_of(key: str, aliases: Sequence[str]) -> str | None:
     return None
 
 
+_PLUGIN_KEYS = ("topic.filter.class", "group.filter.class", "replication.policy.class")
+
+
 class _Classifier:
     def __init__(self, props: PropertiesFile, aliases: Sequence[str], log: IssueLog) -> None:
         self.props = props
@@ -96,7 +99,19 @@ class _Classifier:
     def _unknown(self, key: str, sub: str, candidates: Sequence[str], prefix: str) -> None:
         hint = suggest(sub, candidates)
         fix = f"did you mean {prefix}{hint}?" if hint else "check the spelling against the MM2 documentation"
-        self.log.warn(key, "unknown key: MM2 ignores it and so does Mirrorflow", fix)
+        if self._custom_class():
+            fix = f"if your class does not read it, {fix}"
+            self.log.warn(key, "unknown key: Mirrorflow passes it only to your Python filter or policy class", fix)
+        else:
+            self.log.warn(key, "unknown key: MM2 ignores it and so does Mirrorflow", fix)
+
+    def _custom_class(self) -> bool:
+        """The file names a Python class (`topic.filter.class`, `group.filter.class`, `replication.policy.class`):
+        such a class gets the flow's settings, so an unknown key may be one of its own."""
+        return any(
+            key.endswith(_PLUGIN_KEYS) and not value.strip().startswith("org.apache.kafka.")
+            for key, value in self.props.values.items()
+        )
 
     def _spec(self, key: str, spec: KeySpec, shown: str) -> None:
         if spec.status == "ignored":

@@ -28,7 +28,9 @@ from mirrorflow.config.spark_conf import MEMORY_KEYS, SPARK_CONF_PREFIX, TOTAL_C
 from mirrorflow.config.transforms import build_chain, inherit_transform_keys
 from mirrorflow.config.values import ValueProblem, parse_bool, parse_double, parse_enum, parse_int
 from mirrorflow.core.errors import UsageError
+from mirrorflow.core.group_filter import JAVA_DEFAULT_GROUP_FILTER
 from mirrorflow.core.patterns import PatternError, compile_patterns, parse_list
+from mirrorflow.core.topic_filter import JAVA_DEFAULT_TOPIC_FILTER
 
 _REPLICATION_FACTORS = [k for k in TYPED_FIELDS.values() if k.endswith("replication.factor")]
 _POSITIVE = [k for k in TYPED_FIELDS.values() if k.endswith((".seconds", ".ms"))] + [
@@ -104,6 +106,7 @@ def build_flow(raw: Mapping[str, str], source: str, target: str, providers: Prov
     flow = Flow(**fields)
     _check_regexes(reader, flow)
     _check_policy(reader, flow)
+    _check_filters(reader, flow)
     return flow
 
 
@@ -237,3 +240,28 @@ def _check_policy(reader: _Resolver, flow: Flow) -> None:
             "use org.apache.kafka.connect.mirror.DefaultReplicationPolicy, IdentityReplicationPolicy, "
             "or the Python path of a ReplicationPolicy class",
         )
+
+
+def _check_filters(reader: _Resolver, flow: Flow) -> None:
+    """Build the flow's custom topic and group filters once here, so a bad class is reported on its line before
+    anything runs (as MM2 fails when the connector starts). The built-in ones are their regex lists, which
+    `_check_regexes` has checked."""
+    checks = (
+        ("topic.filter.class", flow.topic_filter_class, flow.topic_filter, JAVA_DEFAULT_TOPIC_FILTER),
+        ("group.filter.class", flow.group_filter_class, flow.group_filter, JAVA_DEFAULT_GROUP_FILTER),
+    )
+    for key, class_name, build, builtin in checks:
+        if class_name.strip() == builtin:
+            continue
+        try:
+            build()
+        except UsageError as err:
+            message = str(err)
+            if message.startswith(f"{key}="):
+                message = message.split(": ", 1)[-1]
+            origin = reader.origin(key) if key in reader.entries else key
+            reader.log.error(
+                origin,
+                f"{key.split('.')[0]} filter {class_name}: {message}",
+                f"use {builtin} or the Python path of a class on the PYTHONPATH",
+            )

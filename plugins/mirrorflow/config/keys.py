@@ -91,20 +91,8 @@ _MIRROR = [
         status="ignored",
         why="metrics are exposed for Prometheus (`mirrorflow metrics serve`)",
     ),
-    KeySpec(
-        "topic.filter.class",
-        "class",
-        "org.apache.kafka.connect.mirror.DefaultTopicFilter",
-        status="ignored",
-        why=_JAVA + "; the default filter's rules apply",
-    ),
-    KeySpec(
-        "group.filter.class",
-        "class",
-        "org.apache.kafka.connect.mirror.DefaultGroupFilter",
-        status="ignored",
-        why=_JAVA + "; the default filter's rules apply",
-    ),
+    KeySpec("topic.filter.class", "class", topic_filter.JAVA_DEFAULT_TOPIC_FILTER),
+    KeySpec("group.filter.class", "class", group_filter.JAVA_DEFAULT_GROUP_FILTER),
     KeySpec(
         "config.property.filter.class",
         "class",

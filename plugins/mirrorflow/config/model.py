@@ -26,8 +26,10 @@ from mirrorflow.config.keys import (
     is_secret_key,
 )
 from mirrorflow.core.errors import UsageError
+from mirrorflow.core.group_filter import JAVA_DEFAULT_GROUP_FILTER, GroupFilter, load_group_filter
 from mirrorflow.core.patterns import parse_list
 from mirrorflow.core.replication_policy import ReplicationPolicy, load_replication_policy
+from mirrorflow.core.topic_filter import JAVA_DEFAULT_TOPIC_FILTER, TopicFilter, load_topic_filter
 from mirrorflow.core.transforms import ChainSpec
 
 _FROZEN = ConfigDict(frozen=True)
@@ -41,6 +43,8 @@ TYPED_FIELDS: dict[str, str] = {
     "groups_exclude": "groups.exclude",
     "config_properties_exclude": "config.properties.exclude",
     "use_defaults_from": "use.defaults.from",
+    "topic_filter_class": "topic.filter.class",
+    "group_filter_class": "group.filter.class",
     "replication_policy_class": "replication.policy.class",
     "replication_policy_separator": "replication.policy.separator",
     "internal_topic_separator_enabled": "replication.policy.internal.topic.separator.enabled",
@@ -142,6 +146,9 @@ class Flow(BaseModel):
     groups_exclude: tuple[str, ...] = parse_list(DEFAULT_GROUPS_EXCLUDE)
     config_properties_exclude: tuple[str, ...] = parse_list(DEFAULT_CONFIG_PROPERTIES_EXCLUDE)
     use_defaults_from: Literal["source", "target"] = "target"
+    topic_filter_class: str = JAVA_DEFAULT_TOPIC_FILTER
+    """MM2's name of the built-in filter (`topics`, `topics.exclude`), or the Python path of the user's class."""
+    group_filter_class: str = JAVA_DEFAULT_GROUP_FILTER
 
     # Naming.
     replication_policy_class: str = DEFAULT_POLICY
@@ -284,6 +291,27 @@ class Flow(BaseModel):
             "target.cluster.alias": self.target,
         }
 
+    def topic_filter(self) -> TopicFilter:
+        """The flow's topic filter (`topic.filter.class`), configured with `plugin_settings` as MM2 configures it."""
+        return load_topic_filter(self.topic_filter_class, self.plugin_settings())
+
+    def group_filter(self) -> GroupFilter:
+        """The flow's group filter (`group.filter.class`), configured with `plugin_settings`."""
+        return load_group_filter(self.group_filter_class, self.plugin_settings())
+
+    def plugin_settings(self) -> dict[str, str]:
+        """What a pluggable class is configured with (MM2's `configure(props)`): the flow's settings with every
+        typed key at the value in force (references resolved, defaults filled in; secrets stay masked) and the
+        two cluster aliases."""
+        settings = dict(self.settings)
+        for field_name, key in TYPED_FIELDS.items():
+            value = getattr(self, field_name)
+            if value is not None:
+                settings[key] = _as_text(value)
+        settings["source.cluster.alias"] = self.source
+        settings["target.cluster.alias"] = self.target
+        return settings
+
     def to_json(self, reveal_secrets: bool = False) -> str:
         """The Flow as JSON (secrets as `***`); with `reveal_secrets` a `from_json` copy can build real clients."""
         return self.model_dump_json(context={"reveal_secrets": reveal_secrets})
@@ -297,15 +325,18 @@ class Flow(BaseModel):
         effective = dict(self.settings)
         for field_name, key in TYPED_FIELDS.items():
             value = getattr(self, field_name)
-            if key in effective or value is None:
-                continue
-            if isinstance(value, bool):
-                effective[key] = str(value).lower()
-            elif isinstance(value, tuple):
-                effective[key] = ", ".join(value)
-            else:
-                effective[key] = str(value)
+            if key not in effective and value is not None:
+                effective[key] = _as_text(value)
         return dict(sorted(effective.items()))
+
+
+def _as_text(value: object) -> str:
+    """A typed value as the properties file would write it (booleans lower-case, lists comma-separated)."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, tuple):
+        return ", ".join(value)
+    return str(value)
 
 
 class UnknownFlowError(UsageError, KeyError):

@@ -9,15 +9,12 @@ masked wherever the flow is shown, revealed only to the copy tasks, like the Kaf
 from __future__ import annotations
 
 import urllib.parse
-from typing import TYPE_CHECKING
 
 from mirrorflow.config.keys import SCHEMA_REGISTRY_PREFIX
+from mirrorflow.config.reader import Reader
 from mirrorflow.core.predicates import ConfigProblem
 from mirrorflow.core.schema_translation import STEP_NAME, STEP_TYPE
 from mirrorflow.core.transforms import TransformSpec, make_transform
-
-if TYPE_CHECKING:
-    from mirrorflow.config.transforms import Reader
 
 
 def schema_registry_step(reader: Reader) -> TransformSpec | None:

@@ -10,11 +10,10 @@ line that caused it before anything runs.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Protocol
 
-from mirrorflow.config.issues import IssueLog
 from mirrorflow.config.keys import TRANSFORM_PREFIXES
 from mirrorflow.config.precedence import Entries
+from mirrorflow.config.reader import Reader
 from mirrorflow.config.schema_registry import schema_registry_step
 from mirrorflow.config.values import ValueProblem, parse_bool, parse_enum, parse_int
 from mirrorflow.core.patterns import parse_list
@@ -29,17 +28,6 @@ from mirrorflow.core.transforms import (
 )
 
 _STEP_KEYS = ("type", "predicate", "negate")
-
-
-class Reader(Protocol):
-    """What `build_chain` needs of the flow builder's resolver: composed entries, resolved values, origins."""
-
-    entries: Entries
-    log: IssueLog
-
-    def value(self, key: str) -> str | None: ...
-
-    def origin(self, key: str) -> str: ...
 
 
 def inherit_transform_keys(raw: Mapping[str, str], entries: Entries) -> None:

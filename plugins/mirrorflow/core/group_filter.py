@@ -10,10 +10,13 @@ from collections.abc import Mapping
 from typing import Protocol, runtime_checkable
 
 from mirrorflow.core.patterns import compile_patterns, matches, parse_list
+from mirrorflow.core.plugin_class import load_plugin
 
 GROUPS_KEY = "groups"
 GROUPS_EXCLUDE_KEY = "groups.exclude"
 DEFAULT_GROUPS = ".*"
+FILTER_CLASS_KEY = "group.filter.class"
+JAVA_DEFAULT_GROUP_FILTER = "org.apache.kafka.connect.mirror.DefaultGroupFilter"
 DEFAULT_GROUPS_EXCLUDE = "console-consumer-.*, connect-.*, __.*"
 
 
@@ -35,3 +38,18 @@ class DefaultGroupFilter:
 
     def should_replicate_group(self, group: str) -> bool:
         return matches(self._include, group) and not matches(self._exclude, group)
+
+
+def load_group_filter(class_name: str, settings: Mapping[str, str]) -> GroupFilter:
+    """The filter `group.filter.class` names (`plugin_class.load_plugin`), configured with the flow's settings:
+    MM2's `DefaultGroupFilter` is `DefaultGroupFilter` here (it reads `groups` and `groups.exclude` from them),
+    anything else the Python path of a class with `should_replicate_group(name) -> bool`."""
+    return load_plugin(
+        FILTER_CLASS_KEY,
+        class_name,
+        settings,
+        builtins={JAVA_DEFAULT_GROUP_FILTER: DefaultGroupFilter.from_settings},
+        protocol=GroupFilter,  # type: ignore[type-abstract]
+        example="mypackage.filters.MyGroupFilter",
+        lacks="give the class a method should_replicate_group(self, group: str) -> bool",
+    )

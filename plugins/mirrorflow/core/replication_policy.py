@@ -17,12 +17,11 @@ defaults so only `format_remote_topic`, `topic_source` and `upstream_topic` must
 
 from __future__ import annotations
 
-import importlib
-import inspect
 from collections.abc import Callable, Mapping
 from typing import Protocol, runtime_checkable
 
 from mirrorflow.core.errors import UsageError
+from mirrorflow.core.plugin_class import load_plugin
 
 SEPARATOR_KEY = "replication.policy.separator"
 INTERNAL_TOPIC_SEPARATOR_ENABLED_KEY = "replication.policy.internal.topic.separator.enabled"
@@ -175,54 +174,15 @@ _BUILTIN_POLICIES: Mapping[str, Callable[[Mapping[str, str]], ReplicationPolicy]
 
 
 def load_replication_policy(class_name: str, settings: Mapping[str, str]) -> ReplicationPolicy:
-    """Build the policy named by `replication.policy.class`.
-
-    MM2's two Java class names map to our implementations. Anything else is a Python path `pkg.module.Class`;
-    it is built with `Class.from_settings(settings)` if it has that classmethod, else `Class(settings)` if its
-    `__init__` takes one parameter named `settings`, else `Class()`.
-    """
-    name = class_name.strip()
-    builtin = _BUILTIN_POLICIES.get(name)
-    if builtin is not None:
-        return builtin(settings)
-    where = f"replication.policy.class={name!r}"
-    module_name, _, attribute = name.rpartition(".")
-    if not module_name:
-        raise UsageError(f"{where}: expected a Python class path like 'mypackage.policies.MyPolicy'")
-    try:
-        cls = getattr(importlib.import_module(module_name), attribute)
-    except ImportError as exc:
-        java_hint = (
-            "; Java policies other than MM2's Default/IdentityReplicationPolicy cannot run in Mirrorflow, "
-            "port it to Python"
-            if name.startswith(("org.", "com.", "io.", "net."))
-            else ""
-        )
-        raise UsageError(f"{where}: cannot import module {module_name!r} ({exc}){java_hint}") from exc
-    except AttributeError as exc:
-        raise UsageError(f"{where}: module {module_name!r} has no attribute {attribute!r}") from exc
-    if not inspect.isclass(cls):
-        raise UsageError(f"{where}: {attribute!r} is not a class")
-    try:
-        policy = _instantiate(cls, settings)
-    except UsageError:
-        raise
-    except Exception as exc:
-        raise UsageError(f"{where}: constructing it failed: {type(exc).__name__}: {exc}") from exc
-    if not isinstance(policy, ReplicationPolicy):
-        raise UsageError(
-            f"{where}: {cls.__name__} lacks ReplicationPolicy methods; subclass "
-            "mirrorflow.core.replication_policy.ReplicationPolicy and implement format_remote_topic, "
-            "topic_source and upstream_topic"
-        )
-    return policy
-
-
-def _instantiate(cls: type, settings: Mapping[str, str]) -> object:
-    factory = getattr(cls, "from_settings", None)
-    if callable(factory):
-        return factory(settings)
-    parameters = [p for p in inspect.signature(cls).parameters.values() if p.kind is not p.VAR_KEYWORD]
-    if len(parameters) == 1 and parameters[0].name == "settings":
-        return cls(settings)
-    return cls()
+    """Build the policy named by `replication.policy.class` (`plugin_class.load_plugin`): MM2's two Java class
+    names map to our implementations, anything else is the Python path of the user's class."""
+    return load_plugin(
+        "replication.policy.class",
+        class_name,
+        settings,
+        builtins=_BUILTIN_POLICIES,
+        protocol=ReplicationPolicy,  # type: ignore[type-abstract]
+        example="mypackage.policies.MyPolicy",
+        lacks="subclass mirrorflow.core.replication_policy.ReplicationPolicy and implement format_remote_topic, "
+        "topic_source and upstream_topic",
+    )

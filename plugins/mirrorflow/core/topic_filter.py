@@ -12,10 +12,13 @@ from collections.abc import Mapping
 from typing import Protocol, runtime_checkable
 
 from mirrorflow.core.patterns import compile_patterns, matches, parse_list
+from mirrorflow.core.plugin_class import load_plugin
 
 TOPICS_KEY = "topics"
 TOPICS_EXCLUDE_KEY = "topics.exclude"
 DEFAULT_TOPICS = ".*"
+FILTER_CLASS_KEY = "topic.filter.class"
+JAVA_DEFAULT_TOPIC_FILTER = "org.apache.kafka.connect.mirror.DefaultTopicFilter"
 DEFAULT_TOPICS_EXCLUDE = r"mm2.*\.internal, .*\.replica, __.*"
 
 
@@ -37,3 +40,18 @@ class DefaultTopicFilter:
 
     def should_replicate_topic(self, topic: str) -> bool:
         return matches(self._include, topic) and not matches(self._exclude, topic)
+
+
+def load_topic_filter(class_name: str, settings: Mapping[str, str]) -> TopicFilter:
+    """The filter `topic.filter.class` names (`plugin_class.load_plugin`), configured with the flow's settings:
+    MM2's `DefaultTopicFilter` is `DefaultTopicFilter` here (it reads `topics` and `topics.exclude` from them),
+    anything else the Python path of a class with `should_replicate_topic(name) -> bool`."""
+    return load_plugin(
+        FILTER_CLASS_KEY,
+        class_name,
+        settings,
+        builtins={JAVA_DEFAULT_TOPIC_FILTER: DefaultTopicFilter.from_settings},
+        protocol=TopicFilter,  # type: ignore[type-abstract]
+        example="mypackage.filters.MyTopicFilter",
+        lacks="give the class a method should_replicate_topic(self, topic: str) -> bool",
+    )

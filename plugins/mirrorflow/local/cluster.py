@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from mirrorflow.core.errors import MirrorflowError, UsageError
+from mirrorflow.core.file_lock import file_lock
 from mirrorflow.local import broker, process, properties, security
 from mirrorflow.local.broker import BrokerSpec, BrokerStartError
 from mirrorflow.local.maven import KAFKA_VERSION
@@ -166,7 +167,7 @@ class LocalClusters:
         if len(set(aliases)) != len(aliases):
             raise UsageError(f"cluster aliases repeat: {', '.join(aliases)}")
         self.directory.mkdir(parents=True, exist_ok=True)
-        with process.file_lock(self.directory / LOCK_FILE):
+        with file_lock(self.directory / LOCK_FILE):
             self._load()
             self._start_locked(list(aliases), base_port)
 
@@ -179,7 +180,7 @@ class LocalClusters:
         """Stop the given clusters (default: all): SIGTERM, or SIGKILL at once when `kill` (a crash)."""
         if not self.directory.exists():
             return
-        with process.file_lock(self.directory / LOCK_FILE):
+        with file_lock(self.directory / LOCK_FILE):
             self._load()
             self._stop_locked(list(aliases) or self.aliases, kill=kill, timeout_s=timeout_s)
 
@@ -193,7 +194,7 @@ class LocalClusters:
         self.stop()
         if not purge or not self.directory.exists():
             return
-        with process.file_lock(self.directory / LOCK_FILE):
+        with file_lock(self.directory / LOCK_FILE):
             self._load()
             for alias in self._entries:
                 shutil.rmtree(self.directory / alias, ignore_errors=True)

@@ -19,7 +19,7 @@ from importlib import resources
 from pathlib import Path
 
 from mirrorflow.core.errors import MirrorflowError
-from mirrorflow.local.process import file_lock
+from mirrorflow.core.file_lock import file_lock
 
 KAFKA_VERSION = "4.3.1"
 POM_RESOURCE = "kafka-runtime.xml"

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mirrorflow.core.errors import MirrorflowError
+from mirrorflow.core.file_lock import file_lock
 from mirrorflow.local import process
 
 _LOCK = Path("/tmp/mirrorflow-netns.lock")
@@ -114,7 +115,7 @@ def create_namespaces(tags: Sequence[str]) -> list[NetworkNamespace]:
     token = secrets.token_hex(4)
     made: list[NetworkNamespace] = []
     try:
-        with process.file_lock(_LOCK):
+        with file_lock(_LOCK):
             for index, tag in enumerate(tags):
                 subnet = pick_subnet(_networks_in_use(), random.Random())
                 made.append(

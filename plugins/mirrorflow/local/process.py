@@ -7,15 +7,13 @@ check that the PID still runs a command line naming our marker (e.g. the cluster
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import shutil
 import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 
 LOOPBACK = "127.0.0.1"
@@ -194,15 +192,3 @@ def _read_end(path: Path, max_bytes: int) -> str | None:
             return handle.read().decode(errors="replace")
     except OSError:
         return None
-
-
-@contextmanager
-def file_lock(path: Path) -> Iterator[None]:
-    """An exclusive advisory lock between processes (not re-entrant: never nest two on one path)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)

@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mirrorflow.core.errors import MirrorflowError
+from mirrorflow.core.file_lock import file_lock
 from mirrorflow.local.maven import _tail, cache_root
 from mirrorflow.local.process import (
     LOOPBACK,
     exit_code,
-    file_lock,
     free_ports,
     is_alive,
     start_detached,

@@ -24,7 +24,7 @@ from typing import Any
 
 from mirrorflow.config.model import Flow
 from mirrorflow.core.checkpoint import Checkpoint, is_more_recent
-from mirrorflow.core.group_filter import DefaultGroupFilter, GroupFilter
+from mirrorflow.core.group_filter import GroupFilter
 from mirrorflow.core.topic_selection import rename_topic_partition
 from mirrorflow.kafka.consumer_groups import list_committed_offsets
 from mirrorflow.kafka.groups import CommittedOffset, list_group_ids
@@ -110,7 +110,7 @@ def checkpoint_interval_seconds(flow: Flow) -> float | None:
 
 
 def group_filter(flow: Flow) -> GroupFilter:
-    return DefaultGroupFilter(", ".join(flow.groups), ", ".join(flow.groups_exclude))
+    return flow.group_filter()
 
 
 def select_groups(

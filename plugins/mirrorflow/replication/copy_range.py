@@ -225,8 +225,7 @@ def _copy(
         deadline = None if task.run_seconds is None else time.monotonic() + task.run_seconds
         continuous = end is None
         read_timeout = CAUGHT_UP_READ_TIMEOUT_S if continuous else READ_TIMEOUT_S
-        consumed_to = start
-        committed_to = start
+        consumed_to = committed_to = start
         next_publish = 0.0  # the first commit publishes at once
         unpublished = False
         moved_at, moved_to = time.monotonic(), start

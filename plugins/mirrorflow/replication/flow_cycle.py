@@ -32,8 +32,6 @@ from mirrorflow.replication.acl_sync import AclSyncReport, sync_acls
 from mirrorflow.replication.checkpoints import CheckpointReport, emit_checkpoints
 from mirrorflow.replication.config_sync import ConfigSyncReport, sync_configs
 from mirrorflow.replication.discovery import FlowPlan, discover
-from mirrorflow.replication.failover.kafka_state import PauseUnknown, checked_pause, flow_clusters
-from mirrorflow.replication.failover.state import Clusters, marker_applies, paused_flows
 from mirrorflow.replication.flow_clients import FlowClients
 from mirrorflow.replication.flow_rules import FlowRules
 from mirrorflow.replication.group_sync import GroupSyncReport, sync_group_offsets
@@ -43,6 +41,14 @@ from mirrorflow.replication.internal_topics import (
     create_internal_topics,
     ensure_internal_topics,
     heartbeats_topic,
+)
+from mirrorflow.replication.pause_markers import (
+    Clusters,
+    PauseUnknown,
+    checked_pause,
+    flow_clusters,
+    marker_applies,
+    paused_flows,
 )
 from mirrorflow.replication.topic_sync import TopicSyncReport, sync_topics
 

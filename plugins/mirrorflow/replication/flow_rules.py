@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from mirrorflow.config.model import Flow
 from mirrorflow.core.config_property_filter import ConfigPropertyFilter, DefaultConfigPropertyFilter
 from mirrorflow.core.replication_policy import DEFAULT_SEPARATOR, ReplicationPolicy
-from mirrorflow.core.topic_filter import DefaultTopicFilter, TopicFilter
+from mirrorflow.core.topic_filter import TopicFilter
 from mirrorflow.core.topic_selection import is_never_replicated, should_replicate_topic
 
 
@@ -35,7 +35,7 @@ class FlowRules:
             source=flow.source,
             target=flow.target,
             policy=flow.policy(),
-            topic_filter=DefaultTopicFilter(", ".join(flow.topics), ", ".join(flow.topics_exclude)),
+            topic_filter=flow.topic_filter(),
             config_filter=DefaultConfigPropertyFilter(
                 ", ".join(flow.config_properties_exclude), flow.use_defaults_from
             ),

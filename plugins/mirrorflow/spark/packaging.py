@@ -23,6 +23,7 @@ from pathlib import Path
 
 import mirrorflow
 from mirrorflow.core.errors import MirrorflowError
+from mirrorflow.core.file_lock import file_lock
 
 # Third-party distributions the executors import (the copy, the config model it unpickles); pip brings theirs.
 EXECUTOR_DISTRIBUTIONS = ("confluent-kafka", "pydantic", "jproperties")
@@ -95,8 +96,6 @@ def packed_env(*, python: str | None = None, directory: Path | None = None, log:
     target = directory / f"executor-env-{env_key(pins, python)}.tar.gz"
     if target.is_file():
         return target
-    from mirrorflow.local.process import file_lock
-
     with file_lock(directory / ".build.lock"):
         if not target.is_file():  # another process may have built it while we waited
             _build(python, pins, target, log=log)

@@ -19,7 +19,7 @@ from mirrorflow.kafka.offsets import list_offsets
 from mirrorflow.replication.copy_plan import copyable, plan_copy
 from mirrorflow.replication.copy_range import CopyStalled, copy_range
 from mirrorflow.replication.copy_task import CopyResult, CopyTask, flow_reads_committed
-from mirrorflow.replication.failover.runbook import TP, Context, Outcome, done, plan_partitions, tp_key
+from mirrorflow.replication.failover.step import TP, Context, Outcome, done, plan_partitions, tp_key
 from mirrorflow.replication.flow_cycle import TOPICS, run_control_plane
 from mirrorflow.replication.flow_rules import FlowRules, internal_separator
 from mirrorflow.replication.state_records import read_progress

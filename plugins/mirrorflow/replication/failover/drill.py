@@ -33,7 +33,8 @@ from mirrorflow.core.runbook_record import RUNBOOK_TOPIC, decode_key, drill_key,
 from mirrorflow.kafka.acls import SecurityDisabled, describe_topic_acls
 from mirrorflow.kafka.produce import OutgoingRecord
 from mirrorflow.kafka.runbook_store import cluster_id, ensure_runbook_topic, read_latest, topic_exists
-from mirrorflow.replication.failover.runbook import FailoverFailed, options_from_values, run_failover
+from mirrorflow.replication.failover.options import options_from_values
+from mirrorflow.replication.failover.runbook import FailoverFailed, run_failover
 from mirrorflow.replication.flow_clients import FlowClients
 
 

@@ -27,7 +27,8 @@ from mirrorflow.core.acl_rules import DENY, LITERAL, TOPIC, WRITE, AclBinding
 from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.kafka.acls import create_acls, delete_acls, describe_topic_acls
 from mirrorflow.kafka.offsets import list_offsets
-from mirrorflow.replication.failover.runbook import (
+from mirrorflow.replication.failover.state import PENDING
+from mirrorflow.replication.failover.step import (
     Context,
     Outcome,
     Refused,
@@ -36,7 +37,6 @@ from mirrorflow.replication.failover.runbook import (
     skipped,
     tp_key,
 )
-from mirrorflow.replication.failover.state import PENDING
 from mirrorflow.replication.flow_clients import Admin
 
 TopicPartition = tuple[str, int]

@@ -1,4 +1,5 @@
 """Runbook state, reports and pause markers in Kafka (the default; `state.StateStore` is the air-gapped override).
+Runners read the markers through `mirrorflow.replication.pause_markers`, which also deletes them (`unpause`).
 
 Everything lives in the runbook topic (`mirrorflow.core.runbook_record`) on the runbook flow's target: the DR
 cluster of a failover, the primary of a failback, which is also where the paused flow writes. So any process
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from mirrorflow.config.model import Flow
-from mirrorflow.core.errors import MirrorflowError, UsageError
+from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.core.runbook_record import (
     KEPT_RUNS,
     REPORT,
@@ -33,45 +34,20 @@ from mirrorflow.core.runbook_record import (
     decode_key,
     decode_value,
     encode_value,
-    pause_applies,
     pause_key,
     same_clusters,
 )
-from mirrorflow.kafka.compacted_log import OpenTransactionError, StalledReadError
-from mirrorflow.kafka.errors import KafkaOperationError
-from mirrorflow.kafka.produce import OutgoingRecord
 from mirrorflow.kafka.runbook_store import (
     TransactionalLog,
-    cluster_id,
     ensure_runbook_topic,
-    probe_cluster_id,
     read_latest,
     topic_exists,
 )
-from mirrorflow.replication.failover.state import Clusters, RunState, open_state
+from mirrorflow.replication.failover.state import RunState, open_state
 from mirrorflow.replication.flow_clients import FlowClients
+from mirrorflow.replication.pause_markers import SOURCE_PROBE_S, Clusters, forget_checked, markers
 
 log = logging.getLogger(__name__)
-
-
-class PauseUnknown(MirrorflowError):
-    """Whether the flow is paused cannot be told now (its target or the runbook topic did not answer)."""
-
-
-SOURCE_PROBE_S = 10.0
-"""How long to wait for the flow source's cluster.id (an unplanned run's source may be gone)."""
-
-
-def flow_clusters(flow: Flow, clients: FlowClients, *, target_required: bool) -> dict[str, str | None]:
-    """`cluster.id` by alias of the flow's clusters; the source's is None when it does not answer in 10 s, the
-    target's too unless `target_required` (then its failure is the error)."""
-    timeout = clients.timeout_s
-    if target_required:
-        target: str | None = cluster_id(clients.target_admin, flow.target, timeout)
-    else:
-        target = probe_cluster_id(clients.target_admin, flow.target, timeout)
-    source = probe_cluster_id(clients.source_admin, flow.source, min(timeout, SOURCE_PROBE_S))
-    return {flow.source: source, flow.target: target}
 
 
 class KafkaStateStore:
@@ -143,7 +119,7 @@ class KafkaStateStore:
         prefix of the steps."""
         if self.runbook.run or found is None or not state.completed():
             return False
-        if not _markers(self.flow, self.clusters, latest):
+        if not markers(self.flow, self.clusters, latest):
             return True
         return _opposite_ran_after(self.flow, self.clients, self.runbook, int(found[1].get("updated_ms", 0)))
 
@@ -203,7 +179,7 @@ class KafkaStateStore:
         key = pause_key(self.flow.source, self.flow.target, self.runbook.holder_id, self.runbook.source_id)
         body = {"flow": flow, "reason": reason, "since_ms": _now_ms(), "runbook": self.runbook.describe()}
         self._write([(key, encode_value(body, self.clusters))])
-        _CHECKED.clear()
+        forget_checked()
         return f"topic {RUNBOOK_TOPIC} on '{self.flow.target}', key {key.decode()}"
 
     @contextmanager
@@ -257,17 +233,6 @@ def _key_of(parts: list[str], kind: str) -> bytes:
     return RunbookId(parts[1], parts[2], parts[3], parts[4], parts[5], parts[6]).key(kind)
 
 
-def _markers(flow: Flow, clusters: Clusters, latest: dict[bytes, bytes]) -> list[bytes]:
-    """The marker keys in `latest` that pause `flow` on these clusters (`pause_applies`)."""
-    target_id, source_id = str(clusters[flow.target]), clusters.get(flow.source) or ""
-    found = []
-    for key in latest:
-        parts = decode_key(key)
-        if parts is not None and pause_applies(parts, flow.source, flow.target, target_id, source_id):
-            found.append(key)
-    return sorted(found)
-
-
 def _opposite_ran_after(flow: Flow, clients: FlowClients, runbook: RunbookId, since_ms: int) -> bool:
     """The pair's runbook of the other direction (kept on this flow's source) was written after `since_ms`.
     False when the source does not answer: then only the marker tells."""
@@ -292,87 +257,6 @@ def _opposite_ran_after(flow: Flow, clients: FlowClients, runbook: RunbookId, si
         ):
             return True
     return False
-
-
-PAUSE_CHECK_WAIT_S = 5.0
-"""How long a pause check waits behind an open transaction on the runbook topic. A runbook write is one short
-transaction, so a longer one is a writer killed inside it, which Kafka aborts only after its 30 s timeout."""
-PAUSE_CACHE_S = 5.0
-"""How long a loop may reuse a pause check's answer (`max_age_s`): the runbook topic is not read every cycle."""
-_CHECKED: dict[tuple[str, str, str], tuple[float, str | None]] = {}
-
-
-def checked_pause(flow: Flow, clients: FlowClients, max_age_s: float = 0.0) -> str | None:
-    """Why a failover paused `flow` (its marker in the runbook topic on its target), or None; `PauseUnknown`
-    when that cannot be told now (the target does not answer, or an open transaction holds the topic), so the
-    caller skips what it would have run. An answer younger than `max_age_s` in this process is reused."""
-    cache_key = (flow.name, _bootstrap(flow.source_admin.librdkafka()), _bootstrap(flow.target_admin.librdkafka()))
-    cached = _CHECKED.get(cache_key)
-    if cached is not None and time.monotonic() - cached[0] < max_age_s:
-        return cached[1]
-    clusters = flow_clusters(flow, clients, target_required=False)
-    if clusters[flow.target] is None:
-        raise PauseUnknown(
-            f"flow {flow.name}: '{flow.target}' did not answer (its cluster.id), so whether a failover paused the "
-            "flow cannot be told; nothing of it runs now and it is checked again next time"
-        )
-    reason = pause_reason(flow, clients, clusters)
-    _CHECKED[cache_key] = (time.monotonic(), reason)
-    return reason
-
-
-def _bootstrap(conf: dict[str, str]) -> str:
-    return conf.get("bootstrap.servers", "")
-
-
-def pause_reason(flow: Flow, clients: FlowClients, clusters: Clusters) -> str | None:
-    """Why a failover paused `flow` (its marker in the runbook topic on its target, for these clusters), or None.
-    `clusters`: `flow_clusters(flow, clients, ...)` with the target's id known."""
-    conf = flow.target_admin.librdkafka()
-    try:
-        if not topic_exists(clients.target_admin, flow.target, RUNBOOK_TOPIC, clients.timeout_s):
-            return None
-        latest = read_latest(flow.target, conf, RUNBOOK_TOPIC, clients.timeout_s, wait_s=PAUSE_CHECK_WAIT_S)
-    except OpenTransactionError as err:
-        raise PauseUnknown(
-            f"flow {flow.name}: an open transaction on {RUNBOOK_TOPIC} on '{flow.target}' (a runbook writer killed "
-            f"inside it; Kafka aborts it within about 40 s) hides whether the flow is paused; nothing of it runs "
-            f"now and it is checked again next time ({err})"
-        ) from None
-    except (StalledReadError, KafkaOperationError) as err:  # no leader, a broker that stops answering mid-read
-        raise PauseUnknown(
-            f"flow {flow.name}: {RUNBOOK_TOPIC} on '{flow.target}' could not be read, so whether the flow is paused "
-            f"is unknown; nothing of it runs now and it is checked again next time ({err})"
-        ) from None
-    for key in _markers(flow, clusters, latest):
-        value = decode_value(latest[key], f"topic {RUNBOOK_TOPIC} on '{flow.target}'")
-        why = str(value.get("reason", "failover"))
-        return (
-            f"flow {flow.name} is paused by a {why} (marker in topic {RUNBOOK_TOPIC} on '{flow.target}'); "
-            f"`mirrorflow unpause CONFIG --flow {flow.name}` resumes it"
-        )
-    return None
-
-
-def unpause(flow: Flow, clients: FlowClients) -> bool:
-    """Delete `flow`'s pause markers (tombstones); False when there was none. With the source down, the markers
-    of the aliases on this target whatever the source's id, unless they name several sources (then say so)."""
-    clusters = flow_clusters(flow, clients, target_required=True)
-    if not topic_exists(clients.target_admin, flow.target, RUNBOOK_TOPIC, clients.timeout_s):
-        return False
-    latest = read_latest(flow.target, flow.target_admin.librdkafka(), RUNBOOK_TOPIC, clients.timeout_s)
-    keys = _markers(flow, clusters, latest)
-    sources = {(decode_key(k) or [""] * 5)[4] for k in keys} - {""}
-    if not clusters.get(flow.source) and len(sources) > 1:
-        raise UsageError(
-            f"'{flow.source}' does not answer and {len(sources)} clusters named '{flow.source}' paused {flow.name} "
-            f"on '{flow.target}': which one is meant cannot be told; run unpause once '{flow.source}' answers"
-        )
-    if not keys:
-        return False
-    clients.target_writer.write([OutgoingRecord(RUNBOOK_TOPIC, 0, key, None) for key in keys])
-    _CHECKED.clear()
-    return True
 
 
 def _now_ms() -> int:

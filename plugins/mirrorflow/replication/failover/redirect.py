@@ -21,7 +21,7 @@ from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.kafka.produce import OutgoingRecord, RecordWriter
 from mirrorflow.kafka.topics import create_compacted_topic
 from mirrorflow.replication.failover import fencing
-from mirrorflow.replication.failover.runbook import Context, Outcome, done, skipped
+from mirrorflow.replication.failover.step import Context, Outcome, done, skipped
 from mirrorflow.replication.flow_clients import LIBRDKAFKA_LOG
 
 

@@ -16,8 +16,8 @@ from typing import Any
 from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.kafka.offsets import list_offsets
 from mirrorflow.replication.copy_task import flow_reads_committed
-from mirrorflow.replication.failover.runbook import STEP_NAMES, Context
 from mirrorflow.replication.failover.state import DONE, PLANNED, SKIPPED
+from mirrorflow.replication.failover.step import STEP_NAMES, Context
 
 CONSUMER_CONTRACT = (
     "consumers on the target must read with isolation.level=read_committed: exactly-once holds for them only "
@@ -58,42 +58,14 @@ def build_report(ctx: Context) -> dict[str, Any]:
             p["written_after_cutover"] = extra
     at_risk = {(p["topic"], p["partition"]): p for p in partitions}
     commit = state.result("commit_offsets")
-    groups = []
-    for row in commit.get("offsets", []):
-        part = at_risk.get((row["topic"], row["partition"]), {})
-        end, copied = part.get("source_end"), part.get("copied_to")
-        lag = None if end is None else max(0, end - row["upstream_offset"])
-        risk: int | str | None
-        if isinstance(part.get("records_at_risk"), str) or (end is None and opts.mode == "unplanned"):
-            risk = "unknown"
-        elif end is None or copied is None:
-            risk = None
-        else:
-            # A transaction still open at the fence put records past the drained end that may yet commit.
-            reach = max(end, copied + int(part.get("records_at_risk") or 0))
-            risk = max(0, reach - max(copied, row["upstream_offset"]))
-        groups.append({**{k: v for k, v in row.items() if k != "metadata"}, "lag": lag, "records_at_risk": risk})
+    groups = [
+        _group_row(row, at_risk.get((row["topic"], row["partition"]), {}), opts.mode)
+        for row in commit.get("offsets", [])
+    ]
     rto_ms = sum(
         s.duration_ms for s in state.steps.values() if s.name in RTO_STEPS and s.status in (DONE, SKIPPED, PLANNED)
     )
-    totals = [p.get("records_at_risk") for p in partitions]
-    bound: int | str | None
-    if opts.mode == "planned":
-        # Fenced: 0 unless a transaction was still open at the fence (its records are counted per partition).
-        bound = (
-            sum(int(p.get("records_at_risk") or 0) for p in partitions)
-            if fenced
-            else 0
-            if would_fence
-            else "unbounded: the primary was not fenced; writes after the cutover are not on the target"
-        )
-    else:
-        bound = (
-            "unknown" if any(isinstance(t, str) for t in totals) or not partitions else sum(int(t or 0) for t in totals)
-        )
-    if opts.mode == "unplanned" and opts.dry_run:
-        lag = state.result("preflight").get("lag", {})
-        bound = sum(v["records"] for v in lag.values()) if lag else bound
+    bound = _loss_bound(ctx, partitions, fenced=fenced, would_fence=would_fence)
     return {
         "kind": opts.direction,
         "primary": opts.primary,
@@ -116,6 +88,47 @@ def build_report(ctx: Context) -> dict[str, Any]:
         "state_dir": ctx.store.where,
         "generated_ms": time.time_ns() // 1_000_000,
     }
+
+
+def _group_row(row: dict[str, Any], part: dict[str, Any], mode: str) -> dict[str, Any]:
+    """One committed group offset with its lag at the cutover and the records it may never see (`part`: the
+    drained partition it reads, empty when the drain did not reach it)."""
+    end, copied = part.get("source_end"), part.get("copied_to")
+    lag = None if end is None else max(0, end - row["upstream_offset"])
+    risk: int | str | None
+    if isinstance(part.get("records_at_risk"), str) or (end is None and mode == "unplanned"):
+        risk = "unknown"
+    elif end is None or copied is None:
+        risk = None
+    else:
+        # A transaction still open at the fence put records past the drained end that may yet commit.
+        reach = max(end, copied + int(part.get("records_at_risk") or 0))
+        risk = max(0, reach - max(copied, row["upstream_offset"]))
+    return {**{k: v for k, v in row.items() if k != "metadata"}, "lag": lag, "records_at_risk": risk}
+
+
+def _loss_bound(ctx: Context, partitions: list[dict[str, Any]], *, fenced: bool, would_fence: bool) -> int | str | None:
+    """`data_loss_bound_records`: records the clients may never see on the target, or why it cannot be told."""
+    opts = ctx.options
+    totals = [p.get("records_at_risk") for p in partitions]
+    bound: int | str | None
+    if opts.mode == "planned":
+        # Fenced: 0 unless a transaction was still open at the fence (its records are counted per partition).
+        bound = (
+            sum(int(p.get("records_at_risk") or 0) for p in partitions)
+            if fenced
+            else 0
+            if would_fence
+            else "unbounded: the primary was not fenced; writes after the cutover are not on the target"
+        )
+    else:
+        bound = (
+            "unknown" if any(isinstance(t, str) for t in totals) or not partitions else sum(int(t or 0) for t in totals)
+        )
+    if opts.mode == "unplanned" and opts.dry_run:
+        lag = ctx.state.result("preflight").get("lag", {})
+        bound = sum(v["records"] for v in lag.values()) if lag else bound
+    return bound
 
 
 def _writes_after_cutover(ctx: Context, partitions: list[dict[str, Any]]) -> dict[tuple[str, int], int]:

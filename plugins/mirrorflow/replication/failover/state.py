@@ -14,18 +14,16 @@ import fcntl
 import json
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from mirrorflow.core.errors import MirrorflowError, UsageError
-from mirrorflow.core.runbook_record import same_clusters
+from mirrorflow.replication.pause_markers import DEFAULT_ROOT, Clusters, write_pause_marker
 
 STATE_FILE = "state.json"
-PAUSE_MARKER = "paused-flow.json"
-DEFAULT_ROOT = Path("var/failover")
 
 PENDING = "pending"
 DONE = "done"
@@ -75,10 +73,6 @@ class RunState:
     def from_json(cls, data: dict[str, Any]) -> RunState:
         steps = {s["name"]: StepState(**s) for s in data["steps"]}
         return cls(key=data["key"], steps=steps, created_ms=int(data.get("created_ms", 0)))
-
-
-Clusters = Mapping[str, str | None]
-"""`cluster.id` by alias of the runbook's two clusters; None for one that did not answer."""
 
 
 class RunbookStore(Protocol):
@@ -174,37 +168,3 @@ def _describe(key: dict[str, Any]) -> str:
     return (
         f"{key.get('direction')} {key.get('primary')}->{key.get('dr')} ({key.get('mode')}, groups {key.get('groups')})"
     )
-
-
-def write_pause_marker(directory: Path, flow: str, reason: str, clusters: Clusters | None = None) -> Path:
-    """Record that `flow` must not copy any more: the DAG factory and `mirrorflow run` can honour it through
-    `paused_flows`; the operator also disables the flow in the config (the report says so). `clusters` (the
-    `cluster.id` by alias) makes the marker apply to those clusters only, not to others with the same aliases."""
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / PAUSE_MARKER
-    body = {"flow": flow, "reason": reason, "since_ms": time.time_ns() // 1_000_000, "clusters": dict(clusters or {})}
-    path.write_text(json.dumps(body) + "\n")
-    return path
-
-
-def marker_applies(path: Path, clusters: Callable[[], Clusters] | None) -> bool:
-    """A marker file names the clusters it was written for; one of other clusters (same aliases) does not apply.
-    A marker without ids (written before they were recorded) applies: pausing wrongly is the lesser harm."""
-    try:
-        stored = json.loads(path.read_text()).get("clusters") or {}
-    except (OSError, ValueError, AttributeError):
-        return True
-    if clusters is None or not stored or not isinstance(stored, dict):
-        return True
-    return same_clusters(stored, clusters())
-
-
-def paused_flows(root: Path = DEFAULT_ROOT) -> dict[str, Path]:
-    """Flows paused by a failover under `root`: {flow name: marker file}. Delete the marker to resume the flow."""
-    found: dict[str, Path] = {}
-    for marker in sorted(root.glob(f"*/{PAUSE_MARKER}")):
-        try:
-            found[str(json.loads(marker.read_text())["flow"])] = marker
-        except (ValueError, KeyError, TypeError):
-            continue
-    return found

@@ -18,7 +18,7 @@ from mirrorflow.replication.failover.drain import drain
 from mirrorflow.replication.failover.fencing import fence, verify_fence
 from mirrorflow.replication.failover.group_offsets import commit_offsets, refuse_stale, split_stale, translate
 from mirrorflow.replication.failover.redirect import arm_reverse, redirect
-from mirrorflow.replication.failover.runbook import Context, Outcome, Refused, Step, done, skipped, tp_key
+from mirrorflow.replication.failover.step import Context, Outcome, Refused, Step, done, skipped, tp_key
 from mirrorflow.replication.group_sync import IDLE_STATES
 from mirrorflow.replication.metrics import flow_views
 
