@@ -50,12 +50,13 @@ class Records(logging.Handler):
 
 
 def test_connection_settings_win_and_their_java_counterparts_step_aside() -> None:
-    merged = merged_client(FILE_CLIENT, {**CONNECTION, "group.id": "airflow", "error_cb": "pkg.cb"})
+    merged = merged_client(FILE_CLIENT, {**CONNECTION, "group.id": "airflow", "error_cb": "pkg.cb", "log_cb": "x.y"})
     conf = merged.librdkafka()
     assert {key: conf[key] for key in CONNECTION} == CONNECTION
     assert conf["linger.ms"] == "7"
     assert conf["security.protocol"] == "SASL_SSL"
-    assert "group.id" not in conf and "error_cb" not in conf
+    assert "group.id" not in conf and "log_cb" not in conf  # Mirrorflow's own group ids and logger
+    assert conf["error_cb"] == "pkg.cb"  # a named callback travels by name (the hook vetted it)
     assert "ssl.keystore.location" not in conf
     assert merged.masked()["sasl.password"] == "***"
     assert merged.masked()["ssl.key.password"] == "***"

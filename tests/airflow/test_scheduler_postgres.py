@@ -4,9 +4,13 @@ Debian's PostgreSQL runs as the `postgres` user (`mirrorflow.local.postgres`); a
 it; `airflow db migrate`, then `airflow dag-processor`, `airflow scheduler` and the Execution API
 (`airflow api-server --apps execution`, which LocalExecutor's task processes report to) run as subprocesses
 with their own environment, so the session-wide Airflow settings of tests/conftest.py stay untouched. The run
-is triggered with `airflow dags trigger`, and the records must arrive at B.
+is triggered with `airflow dags trigger`, and the records must arrive at B. Then, on the same Airflow, a failover
+and a failback run as triggered DAG runs, each task in its own LocalExecutor process: the flow DAG must read
+paused in Airflow's REST API after the failover and unpaused after the failback (the runbook reaches the API
+through the `mirrorflow_airflow_api` connection, as a deployment does).
 
-Cost on 2 cores: ~1.5-3 min (PostgreSQL ~5 s, migrate ~20 s, processes ~30 s, one run with spark-submit local[2]).
+Cost on 2 cores: ~3-5 min (PostgreSQL ~5 s, migrate ~20 s, processes ~30 s, one run with spark-submit local[2],
+two runbook runs).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -30,6 +35,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from tests.airflow.notify_probe import NOTIFY_FILE_ENV
+from tests.kafka_helpers import commit_when_ready
 
 from mirrorflow.airflow.embedded import airflow_environment
 from mirrorflow.kafka.client_logs import with_logger
@@ -41,6 +47,8 @@ from mirrorflow.local.properties import mm2_config_text
 pytestmark = pytest.mark.integration
 BIN = Path(sys.executable).parent
 DAG_ID = "mirrorflow__A__B"
+REVERSE_DAG_ID = "mirrorflow__B__A"
+API_USER, API_PASSWORD = "admin", "scheduler-api-password"
 RECORDS = 90
 RUN_TIMEOUT_S = 900.0
 DEADLINE_S = 3
@@ -68,6 +76,19 @@ class Airflow:
         finally:
             connection.close()
 
+    def api(self, method: str, path: str, body: dict[str, Any] | None = None, token: str | None = None) -> Any:
+        """Airflow's REST API as the operator's user (the api-server this fixture runs serves it)."""
+        headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
+        data = None if body is None else json.dumps(body).encode()
+        url = f"http://127.0.0.1:{self.env['AIRFLOW__API__PORT']}{path}"
+        request = urllib.request.Request(url, data, headers, method=method)
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return json.load(response)
+
+    def dag_paused(self, dag_id: str) -> bool:
+        token = self.api("POST", "/auth/token", {"username": API_USER, "password": API_PASSWORD})["access_token"]
+        return bool(self.api("GET", f"/api/v2/dags/{dag_id}", token=token)["is_paused"])
+
     def diagnostics(self) -> str:
         return "\n".join(f"== {log.name}\n{tail(log, 30)}" for log in self.logs)
 
@@ -76,6 +97,9 @@ def write_config(path: Path, clusters: LocalClusters, topic: str) -> Path:
     path.write_text(
         mm2_config_text({a: clusters.bootstrap(a) for a in ("A", "B")}) + "A->B.enabled = true\n"
         f"A->B.topics = {topic}\n"
+        f"A->B.groups = {topic}-.*\n"
+        # the failover's way back: its DAG exists and is armed (unpaused) by the runbook
+        "B->A.enabled = true\nB->A.heartbeats.replication.enabled = false\nB->A.mirrorflow.copy.mode = interval\n"
         "A->B.heartbeats.replication.enabled = false\n"
         "A->B.mirrorflow.copy.mode = interval\n"
         "A->B.mirrorflow.spark.master = local[2]\n"
@@ -92,6 +116,9 @@ def airflow_env(home: Path, config: Path, postgres: LocalPostgres) -> dict[str, 
     api_port, log_port, trigger_log_port = free_ports(3)
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
     env.update(airflow_environment(home, config, parallelism=2))
+    passwords = home / "passwords.json"
+    passwords.write_text(json.dumps({API_USER: API_PASSWORD}))
+    api_conn = {"conn_type": "http", "host": f"http://127.0.0.1:{api_port}", "login": API_USER}
     env.update(
         {
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": postgres.url,
@@ -111,6 +138,10 @@ def airflow_env(home: Path, config: Path, postgres: LocalPostgres) -> dict[str, 
             "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(trigger_log_port),
             "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
             NOTIFY_FILE_ENV: str(home / "deadline.jsonl"),  # the deadline callback's evidence
+            # The REST API (and its token endpoint) for the runbook's native pause, as one admin user.
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{API_USER}:admin",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
+            "AIRFLOW_CONN_MIRRORFLOW_AIRFLOW_API": json.dumps({**api_conn, "password": API_PASSWORD}),
             "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH", "")])),
         }
     )
@@ -159,7 +190,7 @@ def airflow_on_postgres(
         assert migrated.returncode == 0, migrated.stderr[-3000:]
         airflow_bin = str(BIN / "airflow")
         for name, command in (
-            ("api-server", [airflow_bin, "api-server", "--apps", "execution", "--workers", "1"]),
+            ("api-server", [airflow_bin, "api-server", "--apps", "all", "--workers", "1"]),
             ("dag-processor", [airflow_bin, "dag-processor"]),
             ("scheduler", [airflow_bin, "scheduler"]),
         ):
@@ -181,6 +212,26 @@ def wait_for(what: str, airflow: Airflow, probe: Callable[[], Any], timeout_s: f
         if time.monotonic() > deadline:
             pytest.fail(f"timed out after {timeout_s}s waiting for {what}\n{airflow.diagnostics()}")
         time.sleep(2)
+
+
+def run_to_end(airflow: Airflow, dag_id: str, conf: dict[str, Any] | None = None) -> dict[str, str]:
+    """Trigger `dag_id` (with `conf`) and wait for that run to end; it must succeed with every task. Returns the
+    run's task states."""
+    run_id = f"test__{uuid.uuid4().hex[:8]}"
+    args = ["dags", "trigger", dag_id, "--run-id", run_id, *(["--conf", json.dumps(conf)] if conf else [])]
+    triggered = airflow.cli(*args)
+    assert triggered.returncode == 0, triggered.stderr[-3000:]
+    in_run = "WHERE dag_id = %s AND run_id = %s"
+
+    def finished() -> str | None:
+        [(state,)] = airflow.query(f"SELECT state FROM dag_run {in_run}", dag_id, run_id)
+        return state if state in ("success", "failed") else None
+
+    state = wait_for(f"the triggered run of {dag_id} to finish", airflow, finished, RUN_TIMEOUT_S)
+    tasks = dict(airflow.query(f"SELECT task_id, state FROM task_instance {in_run}", dag_id, run_id))
+    assert state == "success", f"{tasks}\n{airflow.diagnostics()}"
+    assert set(tasks.values()) <= {"success", "skipped"} and "success" in tasks.values(), tasks
+    return tasks
 
 
 def end_offsets(bootstrap: str, topic: str, partitions: int) -> list[int]:
@@ -208,18 +259,7 @@ def test_a_triggered_flow_dag_runs_under_the_scheduler_on_postgres(
     wait_for(
         "the DAG in the metadata DB", airflow, lambda: airflow.query("SELECT 1 FROM dag WHERE dag_id = %s", DAG_ID), 300
     )
-    triggered = airflow.cli("dags", "trigger", DAG_ID)
-    assert triggered.returncode == 0, triggered.stderr[-3000:]
-
-    def finished() -> str | None:
-        rows = airflow.query("SELECT state FROM dag_run WHERE dag_id = %s", DAG_ID)
-        states = [row[0] for row in rows]
-        return next((s for s in states if s in ("success", "failed")), None)
-
-    state = wait_for("the triggered run to finish", airflow, finished, RUN_TIMEOUT_S)
-    tasks = dict(airflow.query("SELECT task_id, state FROM task_instance WHERE dag_id = %s", DAG_ID))
-    assert state == "success", f"{tasks}\n{airflow.diagnostics()}"
-    assert set(tasks.values()) == {"success"}, tasks
+    run_to_end(airflow, DAG_ID)
     jobs = {row[0] for row in airflow.query("SELECT job_type FROM job")}
     assert "SchedulerJob" in jobs, jobs
 
@@ -235,3 +275,19 @@ def test_a_triggered_flow_dag_runs_under_the_scheduler_on_postgres(
     [line] = [json.loads(text) for text in notified.read_text().splitlines()]
     assert line["flow"] == "A->B", line
     assert airflow.query("SELECT missed FROM deadline") == [(True,)]
+
+    # A failover and a failback as an operator triggers them (each task in its own process): the flow DAG reads
+    # paused in Airflow's API after the failover, unpaused after the failback; the reverse flow the other way.
+    group = f"{topic}-g1"
+    a_conf = {"bootstrap.servers": kafka_clusters.bootstrap("A")}
+    for partition, offset in ((0, 10), (1, 30)):
+        commit_when_ready(a_conf, group, TopicPartition(topic, partition, offset))
+    runbook = {"primary": "A", "dr": "B", "groups": group, "dry_run": False, "fence": "none", "max_lag_records": 1000}
+    assert not airflow.dag_paused(DAG_ID)
+    run_to_end(airflow, "mirrorflow_failover", runbook)
+    assert (airflow.dag_paused(DAG_ID), airflow.dag_paused(REVERSE_DAG_ID)) == (True, False)
+    assert airflow.query("SELECT is_paused FROM dag WHERE dag_id = %s", DAG_ID) == [(True,)]
+    run_to_end(airflow, "mirrorflow_failback", runbook)
+    assert (airflow.dag_paused(DAG_ID), airflow.dag_paused(REVERSE_DAG_ID)) == (False, True)
+    task_logs = "".join(p.read_text(errors="replace") for p in (airflow.home / "logs").rglob("*.log"))
+    assert "mirrorflow__A__B" in task_logs and API_PASSWORD not in task_logs

@@ -24,10 +24,12 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 from tests.kafka_helpers import commit_when_ready, read_partition
+from tests.replication.oauth_probe import OAUTH_CALLS_ENV
 from tests.spark.copy_probe import copy_operator
 from tests.spark.standalone import Standalone
 
 from mirrorflow.core.checkpoint import Checkpoint
+from mirrorflow.core.errors import UsageError
 from mirrorflow.kafka.client_logs import with_logger
 from mirrorflow.kafka.clients import admin_client
 from mirrorflow.kafka.compacted_log import read_to_end
@@ -40,6 +42,8 @@ MIRRORFLOW = Path(sys.executable).with_name("mirrorflow")
 RECORDS = 200
 COMMITTED = 60
 ENV_PASSWORD = "MF_TEST_SCRAM_PASSWORD"
+OAUTH_LOGIN = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+OAUTH_CB = "tests.replication.oauth_probe.unsecured_token"
 
 
 @dataclass
@@ -74,7 +78,13 @@ class Secured:
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
     base = tmp_path_factory.mktemp("secured")
-    scram = LocalClusters(base / "scram", tie_to_parent=True, security_kind="sasl")
+    # OAUTHBEARER next to SCRAM, with Kafka's default (unsecured) validator: for clients whose token comes from
+    # an `oauth_cb` named in an Airflow connection.
+    oauth = {
+        "sasl.enabled.mechanisms": "OAUTHBEARER",
+        "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": f"{OAUTH_LOGIN} required;",
+    }
+    scram = LocalClusters(base / "scram", tie_to_parent=True, security_kind="sasl", broker_config=oauth)
     tls = LocalClusters(base / "tls", tie_to_parent=True, security_kind="tls")
     try:
         scram.start("scram")
@@ -270,5 +280,58 @@ def test_credentials_from_an_airflow_connection_reach_the_copy_on_a_standalone_c
     finally:
         remote.close()
     assert copied == 100
+    out, err = capfd.readouterr()
+    assert_no_secret([*secured.secrets, wrong], out, err)
+
+
+def test_an_oauth_callback_named_in_a_connection_authenticates_the_control_plane_and_the_copy(
+    secured: Secured, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The connection names an `oauth_cb` (allowlisted for the Kafka provider's hook) and no password; the file's
+    SCRAM password is wrong. Topic sync in this process and the Spark copy job (driver and executors, other
+    processes) all get their OAUTHBEARER token from that function, resolved by name where each client is built."""
+    from mirrorflow.airflow.tasks import load_flow
+    from mirrorflow.replication.flow_cycle import run_control_plane
+
+    topic = f"sec-oauth-{uuid.uuid4().hex[:8]}"
+    admin = admin_client(secured.conf("scram"))
+    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(60)
+    producer = Producer(with_logger(secured.conf("scram")))
+    for i in range(60):
+        producer.produce(topic, value=f"v{i}".encode(), partition=i % 2)
+    assert producer.flush(60) == 0
+    wrong = f"mfwrong{uuid.uuid4().hex}"
+    config = tmp_path / "oauth.properties"
+    config.write_text(
+        secured.mm2_text(
+            flow_body(topic, "g-none") + "scram.mirrorflow.connection = kafka_oauth\n", scram_password=wrong
+        )
+    )
+    extra = {
+        "bootstrap.servers": secured.scram.bootstrap("scram"),
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "OAUTHBEARER",
+        "oauth_cb": OAUTH_CB,
+    }
+    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_OAUTH", json.dumps({"conn_type": "kafka", "extra": extra}))
+    calls = tmp_path / "oauth-calls"
+    monkeypatch.setenv(OAUTH_CALLS_ENV, str(calls))
+
+    with pytest.raises(UsageError, match="callback_allowlist"):  # the provider's allowlist is honoured
+        load_flow(str(config), "scram->tls")
+    monkeypatch.setenv("AIRFLOW__APACHE_KAFKA__CALLBACK_ALLOWLIST", OAUTH_CB)
+    flow = load_flow(str(config), "scram->tls")
+    assert flow.source_consumer.librdkafka()["oauth_cb"] == OAUTH_CB  # kept by name: it travels to Spark
+    run_control_plane(flow)
+    result = copy_operator(config, "scram->tls").execute({})
+    assert result is not None and result["records"] == 60, result
+    remote = Consumer(with_logger({**secured.conf("tls"), "group.id": f"check-{topic}", "enable.partition.eof": True}))
+    try:
+        copied = sum(len(read_partition(remote, f"scram.{topic}", p)) for p in range(2))
+    finally:
+        remote.close()
+    assert copied == 60
+    askers = set(calls.read_text().split())
+    assert str(os.getpid()) in askers and len(askers) >= 2, askers  # this process, and the copy job's
     out, err = capfd.readouterr()
     assert_no_secret([*secured.secrets, wrong], out, err)

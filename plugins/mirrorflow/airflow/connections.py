@@ -5,6 +5,13 @@ time that dict is merged into every client of the cluster's side of the flow, wi
 for the same setting: the connection is where the operator keeps the credentials of record. Nothing here runs
 while Airflow parses DAG files, and only key names are ever logged.
 
+The config is built by the Kafka provider's own hook (`KafkaBaseHook`), as any Kafka operator would get it: it
+checks the connection's callback names (`oauth_cb`, `error_cb`...) against `[apache_kafka] callback_allowlist`
+and adds the Amazon MSK IAM token for an MSK address with `sasl.mechanism=OAUTHBEARER`. The provider (2.1.0,
+pinned) has no public method that returns the config, so `_build_config` is called; `tests/airflow/
+test_connections_hook.py` fails if it goes. Callables cannot travel to Spark, so each callback is kept by name
+(`mirrorflow.kafka.callbacks` resolves it where a client is built).
+
 The merge rules themselves live in `mirrorflow.config.overrides`, shared with the Spark copy job, which receives
 the same settings in an environment variable.
 """
@@ -16,8 +23,9 @@ import logging
 from typing import Any
 
 from mirrorflow.config.model import Flow
-from mirrorflow.config.overrides import Side, merge_connection, merged_client, usable_key
+from mirrorflow.config.overrides import CALLBACK_KEYS, Side, merge_connection, merged_client, usable_key
 from mirrorflow.core.errors import UsageError
+from mirrorflow.kafka.callbacks import MSK_IAM
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +54,52 @@ def connection_extra(conn_id: str) -> dict[str, str]:
             f"Airflow connection {conn_id!r} nests its settings under 'config'; the Kafka provider expects "
             "the librdkafka settings directly in the extra JSON (a flat object)"
         )
-    return {key: _text(value) for key, value in extra.items()}
+    built = _through_hook(conn_id)
+    settings = {key: _text(value) for key, value in extra.items() if key not in CALLBACK_KEYS}
+    settings.update(_callback_names(conn_id, extra, built))
+    return settings
+
+
+def _through_hook(conn_id: str) -> dict[str, Any]:
+    """The provider hook's config for `conn_id` (callbacks vetted and resolved, managed OAuth added)."""
+    from airflow.providers.apache.kafka.hooks.base import KafkaBaseHook
+    from airflow.providers.common.compat.sdk import AirflowOptionalProviderFeatureException
+
+    try:
+        built: dict[str, Any] = KafkaBaseHook(kafka_config_id=conn_id)._build_config()  # type: ignore[no-untyped-call]
+    except ValueError as err:  # a callback outside the allowlist, or no bootstrap.servers
+        raise UsageError(
+            f"Airflow connection {conn_id!r}: the Kafka provider refuses it: {err} "
+            "(list trusted callbacks in [apache_kafka] callback_allowlist, "
+            "AIRFLOW__APACHE_KAFKA__CALLBACK_ALLOWLIST)"
+        ) from None
+    except AirflowOptionalProviderFeatureException as err:  # MSK IAM without the signer installed
+        raise UsageError(f"Airflow connection {conn_id!r}: {err}") from None
+    return built
+
+
+def _callback_names(conn_id: str, extra: dict[str, Any], built: dict[str, Any]) -> dict[str, str]:
+    """Each callback of the hook's config by name: the allowlisted dotted path the connection gave, or
+    `msk-iam:<region>` for the MSK IAM token the hook added."""
+    from airflow.providers.apache.kafka.hooks.base import MSK_BOOTSTRAP_SERVERS_REGEX
+
+    names: dict[str, str] = {}
+    for key in CALLBACK_KEYS:
+        if key not in built:
+            continue
+        if isinstance(extra.get(key), str):
+            names[key] = str(extra[key])
+            continue
+        match = MSK_BOOTSTRAP_SERVERS_REGEX.search(str(extra.get("bootstrap.servers", "")))
+        if key == "oauth_cb" and match is not None:
+            names[key] = f"{MSK_IAM}{match.group('region').lower()}"
+            continue
+        raise UsageError(
+            f"Airflow connection {conn_id!r}: the Kafka provider adds a {key} Mirrorflow cannot hand to its "
+            "clients (Google Managed Kafka's token); name a function of your own that returns the token as "
+            f"{key} in the connection's extra, and list it in [apache_kafka] callback_allowlist"
+        )
+    return names
 
 
 def _text(value: Any) -> str:

@@ -27,7 +27,7 @@ SIDE_CLIENTS: dict[Side, tuple[str, ...]] = {
 IGNORED_KEYS = {
     "group.id": "Mirrorflow names its own consumer groups",
 }
-_SASL_KEYS = ("sasl.username", "sasl.password", "sasl.oauthbearer.", "sasl.kerberos.")
+_SASL_KEYS = ("sasl.username", "sasl.password", "sasl.oauthbearer.", "sasl.kerberos.", "oauth_cb")
 _PEM_KEY_KEYS = ("ssl.key.location", "ssl.key.pem", "ssl.certificate.location", "ssl.certificate.pem")
 
 
@@ -48,9 +48,14 @@ def merged_client(client: ClientConfig, extra: Mapping[str, str]) -> ClientConfi
     return ClientConfig.from_mapping(java)
 
 
+CALLBACK_KEYS = ("oauth_cb", "error_cb", "stats_cb", "throttle_cb", "on_commit")
+"""Callbacks a connection may name (the clients resolve the names: `mirrorflow.kafka.callbacks`); `log_cb` is
+Mirrorflow's own logger."""
+
+
 def usable_key(key: str) -> bool:
-    """Callback names (`error_cb`...) cannot be called from a string, and some keys Mirrorflow owns."""
-    return key not in IGNORED_KEYS and not key.endswith("_cb")
+    """Every librdkafka setting and the named callbacks, but not the keys Mirrorflow owns nor `log_cb`."""
+    return key not in IGNORED_KEYS and (not key.endswith("_cb") or key in CALLBACK_KEYS)
 
 
 def merge_connection(flow: Flow, side: Side, extra: Mapping[str, str]) -> Flow:

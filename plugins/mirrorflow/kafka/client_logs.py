@@ -25,20 +25,24 @@ from typing import Any
 
 from confluent_kafka.admin import AdminClient
 
+from mirrorflow.kafka.callbacks import resolve_callbacks
+
 LIBRDKAFKA_LOGGER = "mirrorflow.kafka.librdkafka"
 librdkafka_log = logging.getLogger(LIBRDKAFKA_LOGGER)
 
 
 def with_logger(settings: Mapping[str, Any]) -> dict[str, Any]:
-    """`settings` plus Mirrorflow's librdkafka logger, unless the caller chose another one."""
-    out = dict(settings)
+    """`settings` plus Mirrorflow's librdkafka logger, unless the caller chose another one, and the callbacks
+    the config names (`oauth_cb`...) made callable here (`mirrorflow.kafka.callbacks`)."""
+    out = resolve_callbacks(settings)
     out.setdefault("logger", librdkafka_log)
     return out
 
 
 def plain(settings: Mapping[str, Any]) -> dict[str, Any]:
-    """`settings` without the callables a client was made with: what may be pickled or stored."""
-    return {k: v for k, v in settings.items() if k not in ("logger", "error_cb", "stats_cb", "throttle_cb")}
+    """`settings` without the callables a client was made with: what may be pickled or stored (a callback's
+    name stays: the client that receives it resolves it again)."""
+    return {k: v for k, v in settings.items() if k != "logger" and not callable(v)}
 
 
 _live_admins: weakref.WeakSet[LoggedAdminClient] = weakref.WeakSet()

@@ -142,7 +142,9 @@ def server_properties(base: Mapping[str, str], security: LocalSecurity) -> dict[
     props["inter.broker.listener.name"] = name
     props["super.users"] = ";".join(["User:ANONYMOUS", *security.principals])  # ANONYMOUS: the controller
     if security.uses_sasl:
-        props["sasl.enabled.mechanisms"] = security.mechanism
+        # Mechanisms a caller enabled besides SCRAM (tests add OAUTHBEARER) stay enabled.
+        enabled = [m.strip() for m in props.get("sasl.enabled.mechanisms", "").split(",") if m.strip()]
+        props["sasl.enabled.mechanisms"] = ",".join(dict.fromkeys([security.mechanism, *enabled]))
         props["sasl.mechanism.inter.broker.protocol"] = security.mechanism
         props[f"listener.name.{name.lower()}.{security.mechanism.lower()}.sasl.jaas.config"] = _jaas(
             BROKER_USER, security.users[BROKER_USER]
