@@ -21,6 +21,8 @@ import os
 import shutil
 import sys
 import tempfile
+import time
+import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -32,6 +34,7 @@ from mirrorflow.airflow.spark_sizing import submit_conf, timeout_message
 from mirrorflow.airflow.tasks import fail_fast, find_flow, load_flow, skip_if_paused
 from mirrorflow.config.overrides import CLUSTER_SETTINGS_ENV
 from mirrorflow.core.errors import MirrorflowError, UsageError
+from mirrorflow.replication.job_summary import collect_summary, totals
 from mirrorflow.spark.packaging import ARCHIVE_ALIAS, is_standalone, package_py_files, packed_env
 from mirrorflow.spark.quiet import quiet_driver_conf
 
@@ -60,6 +63,23 @@ def is_local(master: str) -> bool:
 def driver_is_here(master: str) -> bool:
     """Whether the job's driver runs in this task's process tree (so its summary file can be read back)."""
     return is_local(master) or is_standalone(master)
+
+
+def cluster_deploy(conn_id: str = SPARK_CONN_ID) -> bool:
+    """Whether the driver runs inside the cluster: the Spark connection's `deploy-mode` extra, as the provider
+    reads it (a flow cannot set `spark.submit.deployMode`: `config/spark_conf.py`)."""
+    return str(_connection_deploy_mode(conn_id) or "client").strip().lower() == "cluster"
+
+
+def _connection_deploy_mode(conn_id: str) -> str | None:
+    from airflow.sdk import BaseHook
+    from airflow.sdk.exceptions import AirflowNotFoundException
+
+    try:
+        extra = BaseHook.get_connection(conn_id).extra_dejson
+    except AirflowNotFoundException:
+        return None
+    return str(extra.get("deploy-mode") or "") or None
 
 
 def connection_master(conn: Any) -> str:
@@ -177,18 +197,26 @@ class MirrorflowCopyOperator(SparkSubmitOperator):
         base_args = list(self.application_args or [])
         base_env = dict(self.env_vars or {})
         base_ship = (self.py_files, self.conf)
+        base_files = self.files
         with (
             spark_connection(SPARK_CONN_ID, self.spark_master, self.explicit_master, self.flow_name) as master,
             tempfile.TemporaryDirectory(prefix="mirrorflow-copy-") as tmp,
         ):
             self._master_seen = master
+            flow = find_flow(self.config_path, self.flow_name, self.clusters)
+            self.conf = {**(base_ship[1] or {}), **submit_conf(flow, master)}
             summary_file = Path(tmp) / "summary.json" if driver_is_here(master) else None
+            summary_key = None if summary_file else f"{self.flow_name}/{uuid.uuid4().hex}"
             self.application_args = [*base_args, "--master", master]
             if summary_file is not None:
                 self.application_args += ["--summary-file", str(summary_file)]
+            else:  # the driver may run in the cluster: its totals come back through the target cluster
+                self.application_args += ["--summary-key", str(summary_key)]
+            if cluster_deploy():  # the driver runs in the cluster: the config goes with it
+                self.files = ",".join(filter(None, [base_files, self.config_path]))
+                self.application_args[0] = Path(self.config_path).name
             self.env_vars = {**base_env, **self._job_env(master)}
-            flow = find_flow(self.config_path, self.flow_name, self.clusters)
-            self.conf = {**(base_ship[1] or {}), **submit_conf(flow, master)}
+            since_ms = int(time.time() * 1000)
             if driver_is_here(master):
                 self.conf = quiet_driver_conf(self.conf)  # Spark's banner and INFO lines off the task log
             if is_standalone(master):
@@ -200,14 +228,20 @@ class MirrorflowCopyOperator(SparkSubmitOperator):
                 super().execute(context)
             finally:
                 self.application_args, self.env_vars = base_args, base_env
-                self.py_files, self.conf = base_ship
-            if summary_file is None or not summary_file.is_file():
+                self.py_files, self.conf, self.files = (*base_ship, base_files)
+            if summary_key is not None:
+                summary = collect_summary(
+                    load_flow(self.config_path, self.flow_name, self.clusters), summary_key, since_ms
+                )
+            elif summary_file is not None and summary_file.is_file():
+                summary = totals(json.loads(summary_file.read_text()))
+            else:
+                summary = None
+            if summary is None:
                 return None
-            summary = json.loads(summary_file.read_text())
         result = {key: summary[key] for key in SUMMARY_KEYS if key in summary}
-        result.update(flow=self.flow_name, master=master, partitions=len(summary.get("ranges", [])))
+        result.update(flow=self.flow_name, master=master, partitions=summary.get("partitions", 0))
         self.log.info("flow %s: copied %s", self.flow_name, result)
-        self.log.info("executors ran: %s", summary.get("executors"))
         return result
 
     def _job_env(self, master: str) -> dict[str, str]:
@@ -231,7 +265,9 @@ class MirrorflowCopyOperator(SparkSubmitOperator):
                     "the Spark job through the driver's environment, so only where the driver runs in this task "
                     f"(local and spark:// masters); on {master} Spark would pass them as configuration, shown in "
                     "its UI and logs. Give the cluster the credentials through mm2.properties (${env:...} or "
-                    "${file:...} references resolved on the driver) instead"
+                    "${file:...} references resolved on the driver) instead; on Kubernetes, from a Secret: "
+                    '`<alias>.sasl.jaas.config = ...password="${env:MF_PW}";` with '
+                    "`A->B.mirrorflow.spark.conf.spark.kubernetes.driver.secretKeyRef.MF_PW = <secret>:<key>`"
                 )
             # The driver runs in this task (client mode) and reads them from its environment; executors get the
             # clients it builds inside their copy ranges, as they get credentials written in mm2.properties.

@@ -31,6 +31,7 @@ from mirrorflow.replication.copy_plan import copyable, plan_copy, refresh_identi
 from mirrorflow.replication.copy_task import CopyResult, CopyTask
 from mirrorflow.replication.discovery import FlowPlan, discover
 from mirrorflow.replication.flow_clients import FlowClients
+from mirrorflow.replication.job_summary import publish_summary
 from mirrorflow.spark.quiet import quiet_driver_conf, spark_log_level
 
 # Retries per task when the master is local (local[N] alone never retries; see docs/copy.md).
@@ -239,6 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mode", choices=["interval", "continuous"], default=None, help="default: the flow's")
     parser.add_argument("--run-seconds", type=float, default=None, help="continuous mode: how long to run")
     parser.add_argument("--summary-file", default=None, help="also write the JSON summary here")
+    parser.add_argument("--summary-key", default=None, help="also write the totals to the metrics topic, this key")
     parser.add_argument("--master", default=None, help="Spark master (default: the flow's mirrorflow.spark.master)")
     args = parser.parse_args(argv)
     try:
@@ -259,5 +261,10 @@ def main(argv: list[str] | None = None) -> int:
         return err.exit_code
     if args.summary_file:
         Path(args.summary_file).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    if args.summary_key:  # a driver the Airflow task cannot reach by file (cluster deploy mode)
+        try:
+            publish_summary(flow, args.summary_key, summary)
+        except MirrorflowError as err:
+            print(f"warning: the totals did not reach the Airflow task: {err}", file=sys.stderr)
     print(totals_line(summary))
     return 0
