@@ -17,6 +17,7 @@ Failures, the way Airflow 3.3 can show them:
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import logging
 import os
 from collections.abc import Callable, MutableMapping, Sequence
@@ -39,6 +40,7 @@ from mirrorflow.config.model import Flow, MirrorConfig
 from mirrorflow.config.precedence import connector_settings
 from mirrorflow.config.properties import read_properties
 from mirrorflow.core.errors import UsageError
+from mirrorflow.replication.flow_steps import COPY, ORDER, flow_steps, step
 
 log = logging.getLogger(__name__)
 
@@ -194,65 +196,74 @@ class _Factory:
         }
 
     def _flow_dag(self, dag_id: str, flows: list[Flow]) -> DAG:
+        """The flow's steps (`replication/flow_steps.py`) as tasks wired by their dependencies; in continuous mode
+        the steps that repeat beside the copy share one `loops` task."""
         (flow,) = flows
-        schedule = self.schedule(flow)
-        loop_timeout = dt.timedelta(seconds=flow.copy_run_seconds) + LOOP_MARGIN
-        task_ids = ["discover", "sync_topics", "sync_configs", "sync_acls", "copy"]
-        if flow.copy_mode == "continuous":
-            task_ids += ["loops"]
-        else:
-            task_ids += ["emit_checkpoints", "sync_group_offsets", "heartbeats"]
+        continuous = flow.copy_mode == "continuous"
+        steps = [s for s in flow_steps(flow) if not (continuous and s.beside_copy)]
+        task_ids = [task_id for s in steps for task_id in s.tasks] + (["loops"] if continuous else [])
         with self._dag(
             dag_id,
             flow,
-            schedule,
+            self.schedule(flow),
             tags=flow_tags(flow.source, flow.target),
             doc_md=flow_doc(flow, self.path, task_ids),
             description=f"Mirrorflow {flow.name}: MM2 replication from {flow.source} to {flow.target}",
             dag_display_name=f"mirrorflow {flow.name}",
             deadline=deadline_alert(flow),
         ) as dag:
-            control = {"execution_timeout": dt.timedelta(seconds=flow.airflow_execution_timeout_seconds)}
-            discover = self._python("discover", flow, tasks.discover, **control)
-            topics = self._python("sync_topics", flow, tasks.sync_topics, **control)
-            configs = self._python("sync_configs", flow, tasks.sync_configs, **control)
-            acls = self._python("sync_acls", flow, tasks.sync_acls, **control)
-            continuous = flow.copy_mode == "continuous"
-            copy = MirrorflowCopyOperator(
-                task_id="copy",
-                application=self.application,
-                config_path=self.path,
-                flow_name=flow.name,
-                clusters=self.clusters,
-                copy_mode=flow.copy_mode,
-                run_seconds=flow.copy_run_seconds,
-                spark_master=flow.spark_master,
-                explicit_master="mirrorflow.spark.master" in flow.settings,
-                queue=flow.airflow_copy_queue,
-                execution_timeout=(
-                    loop_timeout + dt.timedelta(minutes=10)
-                    if continuous
-                    else dt.timedelta(seconds=flow.copy_interval_timeout_seconds)
-                ),
-            )
-            loops: dict[str, Any] = {"execution_timeout": loop_timeout}
-            outlets = {"outlets": [checkpoints_asset(flow.name)]} if flow.emit_checkpoints_enabled else {}
-            discover >> topics >> [configs, acls]
+            ends: dict[str, tuple[Any, Any]] = {}  # step -> (its first task, its last task)
+            for each in steps:
+                operators = [self._step_task(flow, task_id) for task_id in each.tasks]
+                for before, after in itertools.pairwise(operators):
+                    before >> after
+                ends[each.name] = (operators[0], operators[-1])
+                for upstream in each.after:
+                    ends[upstream][1] >> operators[0]
             if continuous:
-                if flow.airflow_loop_pool:
-                    # The loop task holds a worker slot for the whole run, mostly asleep: a pool of its own keeps
-                    # such tasks from filling every slot, so a runbook started mid-incident still finds one.
-                    loops["pool"] = flow.airflow_loop_pool
-                loop = self._python("loops", flow, tasks.loops, **loops, **outlets)
-                [configs, acls] >> copy
-                [configs, acls] >> loop
-            else:  # checkpoints translate what this run copied; group sync reads those checkpoints
-                checkpoints = self._python("emit_checkpoints", flow, tasks.emit_checkpoints, **loops, **outlets)
-                groups = self._python("sync_group_offsets", flow, tasks.sync_group_offsets, **loops)
-                beats = self._python("heartbeats", flow, tasks.heartbeats, **loops)
-                [configs, acls] >> copy >> checkpoints >> groups
-                topics >> beats
+                loop = self._step_task(flow, "loops")
+                beside = {up for s in flow_steps(flow) if s.beside_copy for up in s.after}
+                for upstream in _nearest(flow, _copy_inputs(flow, beside)):
+                    ends[upstream][1] >> loop
         return dag
+
+    def _step_task(self, flow: Flow, task_id: str) -> Any:
+        """The task that runs `task_id` of `flow`: the Spark copy, a control-plane step, or a loop step."""
+        if task_id == "copy":
+            return self._copy_task(flow)
+        loop_timeout = dt.timedelta(seconds=flow.copy_run_seconds) + LOOP_MARGIN
+        if task_id in LOOP_TASKS:
+            kwargs: dict[str, Any] = {"execution_timeout": loop_timeout}
+            if task_id in ("loops", "emit_checkpoints") and flow.emit_checkpoints_enabled:
+                kwargs["outlets"] = [checkpoints_asset(flow.name)]
+            if task_id == "loops" and flow.airflow_loop_pool:
+                # The loop task holds a worker slot for the whole run, mostly asleep: a pool of its own keeps
+                # such tasks from filling every slot, so a runbook started mid-incident still finds one.
+                kwargs["pool"] = flow.airflow_loop_pool
+        else:
+            kwargs = {"execution_timeout": dt.timedelta(seconds=flow.airflow_execution_timeout_seconds)}
+        return self._python(task_id, flow, getattr(tasks, task_id), **kwargs)
+
+    def _copy_task(self, flow: Flow) -> MirrorflowCopyOperator:
+        continuous = flow.copy_mode == "continuous"
+        loop_timeout = dt.timedelta(seconds=flow.copy_run_seconds) + LOOP_MARGIN
+        return MirrorflowCopyOperator(
+            task_id="copy",
+            application=self.application,
+            config_path=self.path,
+            flow_name=flow.name,
+            clusters=self.clusters,
+            copy_mode=flow.copy_mode,
+            run_seconds=flow.copy_run_seconds,
+            spark_master=flow.spark_master,
+            explicit_master="mirrorflow.spark.master" in flow.settings,
+            queue=flow.airflow_copy_queue,
+            execution_timeout=(
+                loop_timeout + dt.timedelta(minutes=10)
+                if continuous
+                else dt.timedelta(seconds=flow.copy_interval_timeout_seconds)
+            ),
+        )
 
     def _heartbeat_dag(self, dag_id: str, pairs: list[Flow]) -> DAG:
         """One DAG per target, one task per source with no dependencies and the pair's own retries and notifier:
@@ -331,6 +342,32 @@ class _Factory:
             return key, None
         origin = connector_settings(props.values, flow.source, flow.target).get(key, (None, None))[1] or key
         return origin, props.lines.get(origin)
+
+
+LOOP_TASKS = ("loops", "heartbeats", "emit_checkpoints", "sync_group_offsets")
+"""Tasks that last as long as the copy's run (their timeout follows `mirrorflow.copy.run.seconds`)."""
+
+
+def _copy_inputs(flow: Flow, upstreams: set[str]) -> set[str]:
+    """`upstreams` with the steps that run inside `loops` or are the copy replaced by what the copy waits for:
+    the loop runs beside the copy, not after it."""
+    inside = {s.name for s in flow_steps(flow) if s.beside_copy} | {COPY}
+    copy_after = set(step(flow, COPY).after)
+    return {u for u in upstreams if u not in inside} | (copy_after if upstreams & inside else set())
+
+
+def _nearest(flow: Flow, upstreams: set[str]) -> list[str]:
+    """`upstreams` without those that are already ancestors of another (no redundant edges), in step order."""
+    after = {s.name: set(s.after) for s in flow_steps(flow)}
+
+    def ancestors(name: str) -> set[str]:
+        found = set(after[name])
+        for parent in after[name]:
+            found |= ancestors(parent)
+        return found
+
+    covered = set().union(*(ancestors(u) for u in upstreams)) if upstreams else set()
+    return [name for name in ORDER if name in upstreams and name not in covered]
 
 
 def _validate_cron(expression: str) -> None:

@@ -335,7 +335,8 @@ def loops(config_path: str, flow_name: str, clusters: Clusters = None) -> dict[s
     Group sync reads the checkpoints topic afresh each round, so it sees this task's own checkpoints."""
     from mirrorflow.replication.checkpoints import emit_checkpoints as emit
     from mirrorflow.replication.flow_clients import FlowClients
-    from mirrorflow.replication.flow_cycle import HEARTBEAT, run_control_plane
+    from mirrorflow.replication.flow_cycle import run_control_plane
+    from mirrorflow.replication.flow_steps import CHECKPOINTS, GROUPS, HEARTBEAT, flow_steps
     from mirrorflow.replication.group_sync import sync_group_offsets as sync
     from mirrorflow.replication.offset_translation import CheckpointStore
     from mirrorflow.replication.pause_markers import PAUSE_CACHE_S
@@ -344,37 +345,31 @@ def loops(config_path: str, flow_name: str, clusters: Clusters = None) -> dict[s
     flow = load_flow(config_path, flow_name, clusters)
     skip_if_paused(flow)
     started = time.monotonic()
+    beside = [s for s in flow_steps(flow) if s.beside_copy]  # heartbeat, checkpoints, groups: in step order
     with FlowClients(flow) as clients, contextlib.ExitStack() as stack:
-        steps: dict[str, tuple[float, Callable[[], Any]]] = {}
-        if flow.emit_heartbeats_enabled:
-            beat = functools.partial(run_control_plane, flow, clients, steps={HEARTBEAT})
-            steps["heartbeats"] = (float(flow.emit_heartbeats_interval_seconds), lambda: beat().heartbeat)
+        calls: dict[str, Callable[[], Any]] = {
+            HEARTBEAT: lambda: run_control_plane(flow, clients, steps={HEARTBEAT}).heartbeat,
+            GROUPS: lambda: sync(flow, clients),
+        }
         if flow.emit_checkpoints_enabled:
             store = CheckpointStore.for_flow(flow, timeout_s=clients.timeout_s)
             state = OffsetMapTail.for_flow(flow, timeout_s=clients.timeout_s)
             stack.callback(state.close)
-            every = float(flow.emit_checkpoints_interval_seconds)
-            steps["emit_checkpoints"] = (every, lambda: emit(flow, clients, store=store, state=state))
-        if flow.sync_group_offsets_enabled:
-            steps["sync_group_offsets"] = (float(flow.sync_group_offsets_interval_seconds), lambda: sync(flow, clients))
+            calls[CHECKPOINTS] = lambda: emit(flow, clients, store=store, state=state)
+        steps = {s.tasks[0]: (s.every_s or 0.0, calls[s.name]) for s in beside if s.enabled}
         stop = functools.partial(pause_check, flow, PAUSE_CACHE_S)
         reports = repeat_each(steps, for_seconds=float(flow.copy_run_seconds), stop=stop)
     seconds = time.monotonic() - started
     summary: dict[str, Any] = {"flow": flow.name}
-    for name, reason in LOOP_SWITCHES.items():
-        summary[name] = repeated_summary(reports[name], seconds) if name in reports else {"skipped": reason}
+    for s in beside:
+        name = s.tasks[0]
+        summary[name] = (
+            repeated_summary(reports[name], seconds) if name in reports else {"skipped": f"{s.switch} = false"}
+        )
     log.info("flow %s: %s", flow.name, {n: len(r) for n, r in reports.items()})
     if "emit_checkpoints" in reports:
         _announce_checkpoints(flow, summary["emit_checkpoints"])
     return summary
-
-
-LOOP_SWITCHES = {
-    "heartbeats": "emit.heartbeats.enabled = false",
-    "emit_checkpoints": "emit.checkpoints.enabled = false",
-    "sync_group_offsets": "sync.group.offsets.enabled = false",
-}
-"""The steps of `loops`, with the key that turns each off."""
 
 
 def broken_flow(message: str) -> NoReturn:

@@ -34,6 +34,17 @@ from mirrorflow.replication.config_sync import ConfigSyncReport, sync_configs
 from mirrorflow.replication.discovery import FlowPlan, discover
 from mirrorflow.replication.flow_clients import FlowClients
 from mirrorflow.replication.flow_rules import FlowRules
+from mirrorflow.replication.flow_steps import (
+    ACLS,
+    CHECKPOINTS,
+    CONFIGS,
+    COPY,
+    GROUPS,
+    HEARTBEAT,
+    ORDER,
+    TOPICS,
+    flow_steps,
+)
 from mirrorflow.replication.group_sync import GroupSyncReport, sync_group_offsets
 from mirrorflow.replication.heartbeats import HeartbeatReport, emit_heartbeat
 from mirrorflow.replication.internal_topics import (
@@ -52,15 +63,29 @@ from mirrorflow.replication.pause_markers import (
 )
 from mirrorflow.replication.topic_sync import TopicSyncReport, sync_topics
 
-TOPICS = "topics"
-"""discover, sync_topics and create_internal_topics (MM2's topic refresh)."""
-CONFIGS = "configs"
-ACLS = "acls"
-HEARTBEAT = "heartbeat"
-COPY = "copy"
-CHECKPOINTS = "checkpoints"
-GROUPS = "groups"
-"""Group offset sync (`sync.group.offsets.*`): translated offsets into idle target groups."""
+# The step names live with the flow's step graph (`flow_steps`); they are re-exported here for the callers of
+# `run_control_plane(steps=...)`.
+__all__ = [
+    "ACLS",
+    "ALL_STEPS",
+    "CHECKPOINTS",
+    "CONFIGS",
+    "CONTROL_STEPS",
+    "COPY",
+    "GROUPS",
+    "HEARTBEAT",
+    "STATE_DIR_ENV",
+    "TOPICS",
+    "ControlPlaneReport",
+    "CopyStep",
+    "FlowSchedule",
+    "flow_paused",
+    "paused_reason",
+    "run_control_plane",
+    "run_heartbeat_pair",
+    "run_loop",
+    "state_root_override",
+]
 CONTROL_STEPS: frozenset[str] = frozenset({TOPICS, CONFIGS, ACLS, HEARTBEAT, COPY})
 """What `run_control_plane` runs unless told otherwise (`mirrorflow plan` previews these)."""
 ALL_STEPS: frozenset[str] = CONTROL_STEPS | {CHECKPOINTS, GROUPS}
@@ -127,28 +152,34 @@ def run_control_plane(
     try:
         needs_plan = bool({TOPICS, CONFIGS} & set(steps)) or (COPY in steps and copy is not None)
         plan = discover(flow, clients, rules=rules) if needs_plan else None
-        if TOPICS in steps and plan is not None:
-            parts["topics"] = sync_topics(flow, clients, plan, dry_run=dry_run, rules=rules)
-            parts["internal_topics"] = create_internal_topics(flow, clients, dry_run=dry_run, rules=rules)
-            ran.append(TOPICS)
-        if CONFIGS in steps and plan is not None:
-            parts["configs"] = sync_configs(flow, clients, plan, dry_run=dry_run, rules=rules)
-            ran.append(CONFIGS)
-        if ACLS in steps:
-            parts["acls"] = sync_acls(flow, clients, dry_run=dry_run, rules=rules)
-            ran.append(ACLS)
-        if HEARTBEAT in steps and flow.emit_heartbeats_enabled:
-            parts["heartbeat"] = emit_heartbeat(flow, clients, now_ms=now_ms, dry_run=dry_run, rules=rules)
-            ran.append(HEARTBEAT)
-        if COPY in steps and copy is not None and plan is not None and not dry_run:
-            parts["copy"] = copy(flow, plan, clients)
-            ran.append(COPY)
-        if CHECKPOINTS in steps and flow.emit_checkpoints_enabled:
-            parts["checkpoints"] = emit_checkpoints(flow, clients, dry_run=dry_run)
-            ran.append(CHECKPOINTS)
-        if GROUPS in steps and flow.sync_group_offsets_enabled:
-            parts["groups"] = sync_group_offsets(flow, clients, dry_run=dry_run)
-            ran.append(GROUPS)
+        enabled = {s.name: s.enabled for s in flow_steps(flow)}
+        actions: dict[str, Callable[[], dict[str, Any]]] = {
+            TOPICS: lambda: {
+                "topics": sync_topics(flow, clients, plan, dry_run=dry_run, rules=rules),  # type: ignore[arg-type]
+                "internal_topics": create_internal_topics(flow, clients, dry_run=dry_run, rules=rules),
+            },
+            CONFIGS: lambda: {"configs": sync_configs(flow, clients, plan, dry_run=dry_run, rules=rules)},  # type: ignore[arg-type]
+            ACLS: lambda: {"acls": sync_acls(flow, clients, dry_run=dry_run, rules=rules)},
+            HEARTBEAT: lambda: {
+                "heartbeat": emit_heartbeat(flow, clients, now_ms=now_ms, dry_run=dry_run, rules=rules)
+            },
+            COPY: lambda: {"copy": copy(flow, plan, clients)},  # type: ignore[misc,arg-type]
+            CHECKPOINTS: lambda: {"checkpoints": emit_checkpoints(flow, clients, dry_run=dry_run)},
+            GROUPS: lambda: {"groups": sync_group_offsets(flow, clients, dry_run=dry_run)},
+        }
+        runnable = {
+            TOPICS: plan is not None,
+            CONFIGS: plan is not None,  # config and ACL sync report their own switch
+            ACLS: True,
+            HEARTBEAT: enabled[HEARTBEAT],
+            COPY: copy is not None and plan is not None and not dry_run,
+            CHECKPOINTS: enabled[CHECKPOINTS],
+            GROUPS: enabled[GROUPS],
+        }
+        for name in ORDER:
+            if name in steps and runnable[name]:
+                parts.update(actions[name]())
+                ran.append(name)
     finally:
         if own:
             clients.close()
@@ -211,22 +242,11 @@ class FlowSchedule:
     """When each step of one flow is next due, on a monotonic clock (seconds)."""
 
     def __init__(self, flow: Flow, *, now: float, heartbeat_only: bool = False, copy: bool = False) -> None:
-        intervals: dict[str, float | None] = {TOPICS: None}
-        if not heartbeat_only:
-            if flow.refresh_topics_enabled:
-                intervals[TOPICS] = float(flow.refresh_topics_interval_seconds)
-            if flow.sync_topic_configs_enabled:
-                intervals[CONFIGS] = float(flow.sync_topic_configs_interval_seconds)
-            if flow.sync_topic_acls_enabled:
-                intervals[ACLS] = float(flow.sync_topic_acls_interval_seconds)
-            if copy:
-                intervals[COPY] = 0.0
-            if flow.emit_checkpoints_enabled:
-                intervals[CHECKPOINTS] = float(flow.emit_checkpoints_interval_seconds)
-            if flow.sync_group_offsets_enabled:
-                intervals[GROUPS] = float(flow.sync_group_offsets_interval_seconds)
-        if flow.emit_heartbeats_enabled:
-            intervals[HEARTBEAT] = float(flow.emit_heartbeats_interval_seconds)
+        intervals: dict[str, float | None] = {TOPICS: None}  # a heartbeat-only pair: its topic, once
+        for step in flow_steps(flow):
+            wanted = step.name == HEARTBEAT or not heartbeat_only
+            if step.enabled and wanted and (copy or step.name != COPY):
+                intervals[step.name] = step.every_s
         self.flow = flow
         self.heartbeat_only = heartbeat_only
         self._intervals = intervals
