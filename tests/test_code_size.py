@@ -20,10 +20,6 @@ CEILINGS: dict[str, int] = {
     # The offset map: a 100-line docstring (terms, the never-skip proof, invariants) and one class; translate /
     # untranslate could become a module of their own.
     "mirrorflow/core/offset_map.py": 490,
-    # The Kafka record transfer (reader, writer, batches); the lead splits it with the copy loop (issue 21 §3).
-    "mirrorflow/kafka/transfer.py": 435,
-    # MM2's MirrorSourceTask and OffsetSyncWriter in one function; the lead splits it (issue 21 §3).
-    "mirrorflow/replication/copy_range.py::_copy": 228,
 }
 
 

@@ -19,7 +19,8 @@ from mirrorflow.core.offset_sync import OffsetSync
 from mirrorflow.kafka.compacted_log import read_to_end
 from mirrorflow.kafka.metrics_store import read_snapshots
 from mirrorflow.local.cluster import LocalClusters
-from mirrorflow.replication.copy_range import PUBLISH_INTERVAL_S, copy_range
+from mirrorflow.replication.copy_loop import PUBLISH_INTERVAL_S
+from mirrorflow.replication.copy_range import copy_range
 from mirrorflow.replication.copy_task import CopyResult
 from mirrorflow.replication.metrics import Snapshot, snapshot_key
 

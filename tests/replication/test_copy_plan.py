@@ -7,7 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from mirrorflow.kafka.transfer import READER_DEFAULTS, WRITER_DEFAULTS, tuned
+from mirrorflow.kafka.partition_reader import READER_DEFAULTS, tuned
+from mirrorflow.kafka.transfer import WRITER_DEFAULTS
 from mirrorflow.replication import copy_group
 from mirrorflow.replication.copy_group import TASK_MEMORY_BYTES
 from mirrorflow.replication.copy_plan import reads_committed, spread, summarise, totals_line

@@ -15,6 +15,7 @@ from tests.replication.helpers import KEEP_FOREVER, a_to_b, copy_all, create_cop
 
 from mirrorflow.config.model import MirrorConfig
 from mirrorflow.core.errors import MirrorflowError
+from mirrorflow.replication import copy_loop as copy_loop_module
 from mirrorflow.replication import copy_range as copy_range_module
 from mirrorflow.replication.copy_plan import SourcePartitions, plan_copy
 from mirrorflow.replication.copy_range import copy_range
@@ -149,7 +150,7 @@ def test_a_first_start_at_latest_that_fails_before_its_first_commit_loses_nothin
     create_copy_topics(kafka.admin, topic, 1, KEEP_FOREVER)
     flow = a_to_b(write_config, "A.consumer.auto.offset.reset = latest\n")
     producer = kafka.producer("A")
-    real_reader, real_commit = copy_range_module.PartitionReader, copy_range_module.commit_batch
+    real_reader, real_commit = copy_range_module.PartitionReader, copy_loop_module.commit_batch
 
     class WritesFirst(real_reader):  # type: ignore[misc,valid-type]
         """The source gets 3 records right after the copy chose its start, before its first read."""
@@ -170,7 +171,7 @@ def test_a_first_start_at_latest_that_fails_before_its_first_commit_loses_nothin
         real_commit(writer, task, offset_map, progress)
 
     monkeypatch.setattr(copy_range_module, "PartitionReader", WritesFirst)
-    monkeypatch.setattr(copy_range_module, "commit_batch", failing_commit)
+    monkeypatch.setattr(copy_loop_module, "commit_batch", failing_commit)
     with pytest.raises(MirrorflowError, match="injected"):
         copy_for(flow, topic, 3.0)
     monkeypatch.undo()

@@ -4,7 +4,8 @@ never overrides what the operator configured."""
 from __future__ import annotations
 
 from mirrorflow.core.offset_map import OffsetMap, Segment
-from mirrorflow.kafka.transfer import READER_DEFAULTS, WRITER_DEFAULTS, tuned
+from mirrorflow.kafka.partition_reader import READER_DEFAULTS, tuned
+from mirrorflow.kafka.transfer import WRITER_DEFAULTS
 from mirrorflow.replication.copy_setup import prune
 
 

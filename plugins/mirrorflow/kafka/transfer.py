@@ -1,5 +1,5 @@
-"""Readers and writers for the copy: a source reader pinned to one partition, and a target writer that is
-transactional (exactly-once) or idempotent (at-least-once).
+"""The copy's target writer, transactional (exactly-once) or idempotent (at-least-once), and the batch it fills;
+the source side is `kafka/partition_reader.py`.
 
 The per-record hot loop (`TargetWriter.forward`) lives here, next to the client calls it makes, so that it can
 call confluent-kafka directly: one Python frame per batch of messages, not one per record.
@@ -15,26 +15,20 @@ import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from mirrorflow.core.predicates import Record
 from mirrorflow.core.provenance import should_drop, with_origin
 from mirrorflow.core.transforms import TransformChain, TransformError, dead_letter_headers
-from mirrorflow.kafka.clients import consumer as make_consumer
 from mirrorflow.kafka.clients import producer as make_producer
 from mirrorflow.kafka.errors import KafkaOperationError, error_code
+from mirrorflow.kafka.partition_reader import PARTITION_EOF, Message, tuned
 from mirrorflow.kafka.record_size import BROKER_TOO_LARGE_HINT, RecordTooLarge
 
-Message = Any  # confluent_kafka.Message; kept opaque above this layer.
-PARTITION_EOF = KafkaError._PARTITION_EOF
+__all__ = ["WRITER_DEFAULTS", "Batch", "Message", "TargetWriter"]
+
 TOO_LARGE = KafkaError.MSG_SIZE_TOO_LARGE
 
-# One partition per reader: librdkafka's 1 MiB per-partition fetch caps a fetch round trip at ~1000 records of
-# 1 KiB; 8 MiB keeps the prefetch queue full. Short fetch waits bound the latency of a caught-up copy.
-READER_DEFAULTS: Mapping[str, str | int] = {
-    "fetch.message.max.bytes": 8 * 1024 * 1024,
-    "fetch.wait.max.ms": 100,
-}
 # Batches close at a commit's flush anyway, so a longer linger costs no latency there and fills batches in
 # between (librdkafka's 1 MB `batch.size` is already the broker's default record-batch limit). 128 MiB of
 # unacknowledged records, not librdkafka's 1 GiB, keeps a copy task within its memory budget whatever the
@@ -43,11 +37,6 @@ WRITER_DEFAULTS: Mapping[str, str | int] = {
     "linger.ms": 20,
     "queue.buffering.max.kbytes": 131072,
 }
-
-
-def tuned(conf: Mapping[str, str], defaults: Mapping[str, str | int]) -> dict[str, str | int]:
-    """`defaults` the operator's `conf` does not set (librdkafka reads `conf` first, so theirs win)."""
-    return {k: v for k, v in defaults.items() if k not in conf}
 
 
 class Batch:
@@ -86,55 +75,6 @@ class Batch:
                 errors(f"{err} ({BROKER_TOO_LARGE_HINT})" if err.code() == TOO_LARGE else str(err))
 
         self.on_delivery = on_delivery
-
-
-class PartitionReader:
-    """Reads one partition from a given offset; `read_committed` hides aborted records and markers."""
-
-    def __init__(
-        self,
-        cluster: str,
-        conf: Mapping[str, str],
-        topic: str,
-        partition: int,
-        start: int,
-        *,
-        read_committed: bool,
-        fetch_overrides: Mapping[str, str | int] | None = None,
-        tuning: Mapping[str, str | int] | None = None,
-    ) -> None:
-        self.cluster, self.topic, self.partition = cluster, topic, partition
-        settings: dict[str, str | int | bool] = {
-            "enable.partition.eof": True,
-            "isolation.level": "read_committed" if read_committed else "read_uncommitted",
-            "auto.offset.reset": "error",
-            **(fetch_overrides or {}),
-        }
-        settings = {**tuned(conf, {**READER_DEFAULTS, **(tuning or {})}), **settings}
-        self._consumer: Consumer = make_consumer(conf, **settings)
-        self._consumer.assign([TopicPartition(topic, partition, start)])
-
-    def read(self, max_records: int, timeout_s: float) -> list[Message]:
-        """Up to `max_records` messages; an end-of-partition event comes back as a message whose
-        `error().code()` is PARTITION_EOF and whose `offset()` is the end offset."""
-        messages: list[Message] = self._consumer.consume(num_messages=max_records, timeout=timeout_s)
-        for m in messages:
-            err = m.error()
-            if err is not None and err.code() != PARTITION_EOF:
-                raise KafkaOperationError(self.cluster, f"reading {self.topic}-{self.partition}", err)
-        return messages
-
-    def log_start(self) -> int | None:
-        """The source log start as of the latest fetch response (no request); None until one is known."""
-        low, _high = self._consumer.get_watermark_offsets(TopicPartition(self.topic, self.partition), cached=True)
-        return int(low) if low >= 0 else None
-
-    def position(self) -> int:
-        tp = self._consumer.position([TopicPartition(self.topic, self.partition)])[0]
-        return int(tp.offset)
-
-    def close(self) -> None:
-        self._consumer.close()
 
 
 class TargetWriter:

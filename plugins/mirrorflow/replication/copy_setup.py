@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from typing import NamedTuple
 
 from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.core.offset_map import OffsetMap, Segment
@@ -165,9 +166,18 @@ def start_transforms(task: CopyTask) -> tuple[TransformChain | None, tuple[str, 
     return chain, (spec.dead_letter_topic, task.flow)
 
 
-def start_metrics(
-    task: CopyTask, records_before: int, bytes_before: int | None
-) -> tuple[PartitionMetrics, MetricsPublisher] | None:
+class CopyMetrics(NamedTuple):
+    """The partition's metrics recorder and the publisher of its snapshots."""
+
+    recorder: PartitionMetrics
+    publisher: MetricsPublisher
+
+    def publish(self) -> None:
+        snapshot = self.recorder.snapshot()
+        self.publisher.publish(snapshot.key(), snapshot.encode())
+
+
+def start_metrics(task: CopyTask, records_before: int, bytes_before: int | None) -> CopyMetrics | None:
     """The partition's metrics recorder, continuing the stored counts; None when metrics are unavailable."""
     if task.metrics_topic is None or bytes_before is None:
         return None
@@ -180,4 +190,4 @@ def start_metrics(
         record_count=records_before,
         byte_count=bytes_before,
     )
-    return recorder, MetricsPublisher(task.target, task.target_producer, task.metrics_topic)
+    return CopyMetrics(recorder, MetricsPublisher(task.target, task.target_producer, task.metrics_topic))

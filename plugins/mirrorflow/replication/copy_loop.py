@@ -1,0 +1,267 @@
+"""The record loop of one copy range: read a batch, write it, commit records, map and progress together, then
+publish offset syncs and metrics (MM2's MirrorSourceTask poll/commit cycle). `copy_range` sets it up.
+
+One pass of `CopyLoop.run`:
+  1. `_fill`: read from the source into one open transaction until `batch_records`, `batch_bytes`, `batch_ms`,
+     the interval's end, or (continuous) the reader has caught up;
+  2. `_commit`: flush, check every delivery, extend the offset map, store the progress and commit
+     (`copy_commit.commit_batch`): records, map and progress become visible together;
+  3. `_after_commit`: the offset syncs due (`offset_sync_writer`) and the metrics snapshot, at most every
+     `PUBLISH_INTERVAL_S`.
+The run ends at the interval's end, the continuous run's time, a `stop()`, or with `CopyStalled` when an
+interval copy has read nothing for `idle_limit_s`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from mirrorflow.core.errors import MirrorflowError
+from mirrorflow.core.offset_map import OffsetMap
+from mirrorflow.core.progress import Progress
+from mirrorflow.kafka.partition_reader import PartitionReader
+from mirrorflow.kafka.transfer import Batch, TargetWriter
+from mirrorflow.replication.copy_commit import commit_batch
+from mirrorflow.replication.copy_setup import CopyMetrics, prune, start_transforms
+from mirrorflow.replication.copy_stall import CopyStalled, stalled_message
+from mirrorflow.replication.copy_task import CopyResult, CopyTask, buffer_settings
+from mirrorflow.replication.offset_sync_writer import OffsetSyncWriter
+
+log = logging.getLogger(__name__)
+
+# How long one read waits for a full batch of records (librdkafka returns early only when the batch is full).
+# Interval copies are behind by design and fill reads quickly; a continuous copy that has caught up would wait
+# the whole timeout for records that trickle in, adding it to every record's latency, so it polls often.
+READ_TIMEOUT_S = 0.1
+CAUGHT_UP_READ_TIMEOUT_S = 0.01
+
+# Metrics snapshots and MM2's "latest position" offset sync go out at most this often (and when the run ends);
+# MM2 promotes its delayed syncs every offset.flush.interval.ms. A continuous copy that keeps up commits every
+# few tens of milliseconds, and a write to two more topics per commit would be most of the brokers' work.
+PUBLISH_INTERVAL_S = 1.0
+
+Stop = Callable[[], bool]
+"""Asked between transactions and while idle: True ends the copy early (a sibling range in the same Spark task
+failed)."""
+
+
+class CopyLoop:
+    """The loop's state between transactions. `pending` says a commit is owed even with no record (map pruning,
+    a topic-identity upgrade, a first start "at latest" that commits its start before reading)."""
+
+    def __init__(
+        self,
+        task: CopyTask,
+        writer: TargetWriter,
+        reader: PartitionReader,
+        offset_map: OffsetMap,
+        result: CopyResult,
+        *,
+        progress: Progress | None,
+        identity: tuple[str, str],
+        syncs: OffsetSyncWriter | None,
+        metrics: CopyMetrics | None,
+    ) -> None:
+        self.task, self.writer, self.reader, self.offset_map, self.result = task, writer, reader, offset_map, result
+        self.syncs, self.metrics = syncs, metrics
+        self.source_id, self.remote_id = identity
+        self.epoch = progress.epoch + 1 if progress else 0
+        self.copied_before = progress.records_copied if progress else 0
+        self.down_end = result.downstream_end
+        self.consumed_to = self.committed_to = result.start
+        self.chain, self.dead_letter = start_transforms(task)
+        self.provenance = (task.source, task.target) if task.provenance else None
+        buffers = buffer_settings(task)
+        self.batch_records, self.batch_bytes = buffers.batch_records, buffers.batch_bytes
+        self.continuous = task.end is None
+        self.read_timeout = CAUGHT_UP_READ_TIMEOUT_S if self.continuous else READ_TIMEOUT_S
+        self.deadline = None if task.run_seconds is None else time.monotonic() + task.run_seconds
+        self.pending = False
+        self.commit_start_first = False
+        self.held_syncs: list[tuple[int, int]] = []
+        self.seen_log_start = 0
+        self.next_publish = 0.0  # the first commit publishes at once
+        self.unpublished = False
+        self.moved_at, self.moved_to = time.monotonic(), result.start
+        self.stop: Stop | None = None
+        self.idle_limit_s: float | None = None
+
+    def _stalled(self) -> bool:
+        """An interval copy short of its end that has not moved for `idle_limit_s`."""
+        end = self.task.end
+        if self.idle_limit_s is None or end is None or self.consumed_to >= end:
+            return False
+        return time.monotonic() - self.moved_at >= self.idle_limit_s
+
+    def _ending(self) -> bool:
+        """The run's time is up, a sibling range failed, or an interval copy has read nothing for
+        `idle_limit_s`: checked between transactions and while idle."""
+        if self._stalled() or (self.deadline is not None and time.monotonic() >= self.deadline):
+            return True
+        return self.stop is not None and self.stop()
+
+    def run(self, on_batch: Callable[[CopyResult], None] | None) -> CopyResult:
+        end = self.task.end
+        while True:
+            at_end = end is not None and self.consumed_to >= end
+            if at_end and not self.pending:
+                break
+            if self.consumed_to > self.moved_to:
+                self.moved_at, self.moved_to = time.monotonic(), self.consumed_to
+            if self._stalled():
+                raise CopyStalled(stalled_message(self.task, self.consumed_to, self.idle_limit_s or 0))
+            if self._ending():
+                break
+            batch = Batch(self.consumed_to)
+            began = self._fill(batch, at_end)
+            self.consumed_to = batch.consumed_to
+            self.result.dropped += batch.dropped
+            if not began and self.consumed_to == self.committed_to and not self.pending:
+                continue
+            polled_ms, now_ms = self._commit(batch, began)
+            self._after_commit(batch, polled_ms, now_ms)
+            if on_batch is not None:
+                on_batch(self.result)
+        self._finish()
+        return self.result
+
+    def _fill(self, batch: Batch, at_end: bool) -> bool:
+        """Read into `batch` (one transaction, begun on the first record); True when a transaction began."""
+        task, writer, upstreams = self.task, self.writer, batch.upstreams
+        batch_deadline = time.monotonic() + task.batch_ms / 1000
+        began = False
+        while (
+            not at_end
+            and not self.commit_start_first
+            and len(upstreams) < self.batch_records
+            and batch.bytes < self.batch_bytes
+            and time.monotonic() < batch_deadline
+        ):
+            wanted = min(self.batch_records - len(upstreams), 10000)
+            messages = self.reader.read(wanted, self.read_timeout)
+            if not messages:
+                if began and self.continuous:
+                    break  # nothing more to read: commit what is open instead of holding it
+                if not began and self._ending():
+                    break  # idle: nothing to commit, so stop now rather than at the transaction limit
+                continue
+            if not began:
+                writer.begin()
+                began = True
+            if self.chain is None:
+                at_end = writer.forward(
+                    messages, task.remote_topic, task.partition, batch, end=task.end, provenance=self.provenance
+                )
+            else:
+                at_end = writer.forward_transformed(
+                    messages,
+                    task.remote_topic,
+                    task.partition,
+                    batch,
+                    self.chain,
+                    source_topic=task.topic,
+                    end=task.end,
+                    provenance=self.provenance,
+                    dead_letter=self.dead_letter,
+                )
+            if self.continuous and (len(messages) < wanted or messages[-1].error() is not None):
+                # Caught up: the read drained what the consumer had fetched (or hit the source's end), so
+                # waiting longer would only hold these records back from read_committed consumers.
+                break
+        return began
+
+    def _commit(self, batch: Batch, began: bool) -> tuple[int, int]:
+        """Flush, check the deliveries, extend the map, commit records + map + progress; returns (polled, acked)
+        wall-clock milliseconds for the metrics."""
+        task, writer, result, offset_map = self.task, self.writer, self.result, self.offset_map
+        upstreams, consumed_to = batch.upstreams, self.consumed_to
+        result.bytes += batch.bytes
+        polled_ms = int(time.time() * 1000)
+        if not began:
+            writer.begin()
+        writer.flush()
+        downstreams = batch.downstreams
+        if batch.errors or len(downstreams) != len(upstreams):
+            writer.abort()
+            raise MirrorflowError(
+                f"flow {task.flow}: writing {task.remote_topic}-{task.partition} on '{task.target}' "
+                f"failed: {batch.errors[0] if batch.errors else 'delivery reports missing'}"
+            )
+        now_ms = int(time.time() * 1000)
+        if upstreams:
+            offset_map.record_batch(upstreams, downstreams)
+            self.down_end = downstreams[-1] + 1
+        offset_map.mark_consumed(consumed_to, downstream_end=self.down_end)
+        moved = self.reader.log_start()
+        if moved is not None and moved > self.seen_log_start:
+            self.seen_log_start = moved
+            self.held_syncs += prune(offset_map, moved, task.offset_lag_max) or []
+        result.records += len(upstreams)
+        progress = Progress(
+            task.topic,
+            task.partition,
+            consumed_to,
+            self.down_end,
+            self.copied_before + result.records,
+            self.epoch,
+            now_ms,
+            self.source_id,
+            self.remote_id,
+        )
+        commit_batch(writer, task, offset_map, progress)
+        self.committed_to = consumed_to
+        self.pending = self.commit_start_first = False
+        result.transactions += 1 if upstreams else 0
+        if self.chain is not None:
+            result.filtered, result.dead_lettered = self.chain.dropped, self.chain.dead_lettered
+        result.next_upstream, result.downstream_end = consumed_to, self.down_end
+        if batch.oldest_ts is not None:
+            # MM2's replication-latency-ms: now minus the record timestamp, at acknowledgement.
+            result.max_latency_ms = max(result.max_latency_ms, now_ms - batch.oldest_ts)
+            result.latency_sum_ms += now_ms * len(upstreams) - batch.ts_sum
+        return polled_ms, now_ms
+
+    def _after_commit(self, batch: Batch, polled_ms: int, now_ms: int) -> None:
+        """The offset syncs now due, and the metrics snapshot when one is due."""
+        due = time.monotonic() >= self.next_publish
+        if due:
+            self.next_publish = time.monotonic() + PUBLISH_INTERVAL_S
+        pending_syncs = self.held_syncs + self.offset_map.offset_syncs(self.task.offset_lag_max, flush_latest=due)
+        if self.syncs is not None:
+            self.result.offset_syncs += self.syncs.send(pending_syncs)
+        self.held_syncs = []
+        if self.metrics is not None:
+            self.metrics.recorder.record_batch(
+                records=len(batch.upstreams),
+                nbytes=batch.bytes,
+                oldest_ts=batch.oldest_ts,
+                newest_ts=batch.newest_ts,
+                ts_sum=batch.ts_sum,
+                polled_ms=polled_ms,
+                acked_ms=now_ms,
+                next_upstream=self.consumed_to,
+            )
+            self.unpublished = not due
+            if due:
+                self.metrics.publish()
+
+    def _finish(self) -> None:
+        """The run ends: the newest position gets its offset sync and the metrics their last snapshot."""
+        pending_syncs = self.held_syncs + self.offset_map.offset_syncs(self.task.offset_lag_max, flush_latest=True)
+        if self.syncs is not None:
+            self.result.offset_syncs += self.syncs.send(pending_syncs)
+            self.syncs.flush(self.committed_to)
+        if self.metrics is not None and self.unpublished:
+            self.metrics.publish()
+        result = self.result
+        if self.chain is not None and (result.filtered or result.dead_lettered):
+            log.info(
+                "flow %s: %s-%s: transforms dropped %d record(s), dead-lettered %d",
+                self.task.flow,
+                self.task.topic,
+                self.task.partition,
+                result.filtered,
+                result.dead_lettered,
+            )
