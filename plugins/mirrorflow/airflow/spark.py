@@ -45,6 +45,7 @@ SUMMARY_KEYS = (
     "dropped",
     "filtered",
     "dead_lettered",
+    "schema_ids_not_ours",
     "transactions",
     "offset_syncs",
     "max_latency_ms",

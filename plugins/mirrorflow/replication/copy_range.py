@@ -336,6 +336,7 @@ def _copy(
             result.transactions += 1 if upstreams else 0
             if chain is not None:
                 result.filtered, result.dead_lettered = chain.dropped, chain.dead_lettered
+                result.schema_ids_not_ours = chain.schema_ids_not_ours
             result.next_upstream, result.downstream_end = consumed_to, down_end
             if batch.oldest_ts is not None:
                 # MM2's replication-latency-ms: now minus the record timestamp, at acknowledgement.
@@ -371,14 +372,16 @@ def _copy(
             syncs.flush(committed_to)
         if metrics is not None and unpublished:
             _publish(metrics)
-        if chain is not None and (result.filtered or result.dead_lettered):
+        if chain is not None and (result.filtered or result.dead_lettered or result.schema_ids_not_ours):
             log.info(
-                "flow %s: %s-%s: transforms dropped %d record(s), dead-lettered %d",
+                "flow %s: %s-%s: transforms dropped %d record(s), dead-lettered %d; %d copied as they were (bytes "
+                "like a schema ID that names no schema of the topic's subjects)",
                 task.flow,
                 task.topic,
                 task.partition,
                 result.filtered,
                 result.dead_lettered,
+                result.schema_ids_not_ours,
             )
         return result
     except BaseException:
