@@ -48,11 +48,13 @@ from mirrorflow.kafka.record_size import RecordTooLarge, limit_now
 from mirrorflow.kafka.transfer import Batch, PartitionReader, TargetWriter
 from mirrorflow.replication.copy_commit import commit_batch
 from mirrorflow.replication.copy_setup import (
+    chain_totals,
     check_identity,
     identity_upgrade_pending,
     load_metric_bytes,
     load_progress,
     load_segments,
+    log_chain_totals,
     prune,
     resolve_start,
     restore_map,
@@ -335,8 +337,7 @@ def _copy(
             prune_pending = commit_start_first = False
             result.transactions += 1 if upstreams else 0
             if chain is not None:
-                result.filtered, result.dead_lettered = chain.dropped, chain.dead_lettered
-                result.schema_ids_not_ours = chain.schema_ids_not_ours
+                chain_totals(result, chain)
             result.next_upstream, result.downstream_end = consumed_to, down_end
             if batch.oldest_ts is not None:
                 # MM2's replication-latency-ms: now minus the record timestamp, at acknowledgement.
@@ -372,17 +373,8 @@ def _copy(
             syncs.flush(committed_to)
         if metrics is not None and unpublished:
             _publish(metrics)
-        if chain is not None and (result.filtered or result.dead_lettered or result.schema_ids_not_ours):
-            log.info(
-                "flow %s: %s-%s: transforms dropped %d record(s), dead-lettered %d; %d copied as they were (bytes "
-                "like a schema ID that names no schema of the topic's subjects)",
-                task.flow,
-                task.topic,
-                task.partition,
-                result.filtered,
-                result.dead_lettered,
-                result.schema_ids_not_ours,
-            )
+        if chain is not None:
+            log_chain_totals(task, result)
         return result
     except BaseException:
         writer.abort()
