@@ -3,8 +3,9 @@
     PYTHONPATH=plugins python benchmarks/bench_schema_ids.py [--records N] [--rounds R]
 
 No broker and no registry: the loop is the per-record Python work of `TargetWriter.forward_transformed` (build
-the `Record`, run the chain) and the translator's ID cache is filled first, which is the state of a copy once it
-has seen each schema once (the first record of a schema costs a few registry round trips, then never again).
+the `Record`, run the chain) and the process-wide cache of the registries' answers is filled first, which is the
+state of a copy once its process has seen each schema once (the first record of a schema costs a few registry
+round trips in the first copy range of a process, then never again).
 Variants, run interleaved in each round, the table shows the median:
 
 - `chain without translation`: an empty step list: the baseline of the transformed path;
@@ -21,6 +22,7 @@ import statistics
 import time
 from collections.abc import Callable
 
+from mirrorflow.core import schema_cache
 from mirrorflow.core.predicates import Record
 from mirrorflow.core.schema_translation import STEP_NAME, STEP_TYPE, SchemaIdTranslation
 from mirrorflow.core.schema_wire import frame
@@ -43,10 +45,16 @@ def messages(count: int, size: int) -> list[tuple[int, bytes, bytes]]:
 def chain(ids: dict[int, int] | None) -> TransformChain:
     if ids is None:
         return TransformChain(ChainSpec())
-    built = TransformChain(ChainSpec(transforms=(TransformSpec(STEP_NAME, STEP_TYPE, SETTINGS),)))
+    target = f"{SETTINGS['target.url']}/{len(ids)}-{sum(ids.values())}"  # one target registry per variant
+    built = TransformChain(
+        ChainSpec(transforms=(TransformSpec(STEP_NAME, STEP_TYPE, {**SETTINGS, "target.url": target}),))
+    )
     step = built._steps[0][1]
     assert isinstance(step, SchemaIdTranslation)
-    step.translator.ids.update(ids)  # the warm cache
+    subjects = frozenset({"t-key", "t-value"})  # the topic's subjects (TopicNameStrategy)
+    for source_id, target_id in ids.items():  # the warm process-wide cache (core/schema_cache.py)
+        schema_cache.ID_SUBJECTS.put((SETTINGS["source.url"], source_id), subjects)
+        schema_cache.TARGET_IDS.put((SETTINGS["source.url"], target, source_id), (target_id, subjects))
     return built
 
 

@@ -11,7 +11,8 @@ import pytest
 from mirrorflow.cli.validate_cmd import as_document
 from mirrorflow.config.issues import ConfigError
 from mirrorflow.config.model import Flow, MirrorConfig
-from mirrorflow.core.schema_translation import STEP_NAME, STEP_TYPE
+from mirrorflow.core.schema_translation import STEP_NAME, STEP_TYPE, SchemaIdTranslation
+from mirrorflow.core.transforms import make_transform
 
 Load = Callable[..., MirrorConfig]
 TWO = """clusters = a, b
@@ -99,3 +100,33 @@ def test_a_top_level_registry_key_is_flagged_as_reaching_no_flow(load: Load) -> 
     config = load(TWO + "schema.registry.source.url = http://r\n")
     assert config.flow("a->b").transforms.empty
     assert any(w.key == "schema.registry.source.url" for w in config.warnings)
+
+
+@pytest.mark.parametrize(
+    ("written", "strategy"),
+    [
+        ("TopicNameStrategy", "TopicNameStrategy"),
+        ("io.confluent.kafka.serializers.subject.RecordNameStrategy", "RecordNameStrategy"),
+        (" TopicRecordNameStrategy ", "TopicRecordNameStrategy"),
+    ],
+)
+def test_the_subject_name_strategy_takes_confluents_short_and_class_names(
+    load: Load, written: str, strategy: str
+) -> None:
+    config = load(TWO + REGISTRIES + f"a->b.schema.registry.subject.name.strategy = {written}\n")
+    (step,) = config.flow("a->b").transforms.transforms
+    made = make_transform(step)
+    assert isinstance(made, SchemaIdTranslation) and made.strategy == strategy
+    assert config.warnings == ()
+
+
+def test_the_default_subject_name_strategy_is_topic_name_strategy(load: Load) -> None:
+    (step,) = load(TWO + REGISTRIES).flow("a->b").transforms.transforms
+    made = make_transform(step)
+    assert isinstance(made, SchemaIdTranslation) and made.strategy == "TopicNameStrategy"
+
+
+def test_an_unknown_subject_name_strategy_is_an_error_on_its_line(load: Load) -> None:
+    errors = errors_of(load, REGISTRIES + "a->b.schema.registry.subject.name.strategy = io.confluent.Nonsense\n")
+    line, text = errors["a->b.schema.registry.subject.name.strategy"]
+    assert line == 7 and "io.confluent.Nonsense" in text and "TopicRecordNameStrategy" in text

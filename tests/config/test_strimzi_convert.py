@@ -45,6 +45,9 @@ def secrets_of(resource: dict[str, Any]) -> list[tuple[str, str]]:
         password = cluster.get("authentication", {}).get("passwordSecret")
         if password:
             found.append((password["secretName"], password["password"]))
+        pair = cluster.get("authentication", {}).get("certificateAndKey")
+        if pair:  # the keystore's password, next to the certificate: <stem>.password
+            found.append((pair["secretName"], pair["certificate"].rsplit(".", 1)[0] + ".password"))
     return found
 
 
@@ -169,3 +172,117 @@ def test_cli_writes_the_file_or_fails_with_exit_2(tmp_path: Path, monkeypatch: p
     with pytest.raises(SystemExit) as exited:
         main(["convert", "strimzi", str(bad)])
     assert exited.value.code == 2
+
+
+def _properties(text: str) -> dict[str, str]:
+    rows = (line.split(" = ", 1) for line in text.splitlines() if " = " in line and not line.startswith("#"))
+    return dict(rows)
+
+
+def _validate(text: str, tmp_path: Path, env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Any:
+    """`mirrorflow validate` on the converted file (exit 0), and the loaded config."""
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    path = tmp_path / "mm2.properties"
+    path.write_text(text)
+    _register()
+    done = CliRunner().invoke(app, ["validate", str(path)])
+    assert done.exit_code == 0, done.output
+    return load_config(path)
+
+
+def test_tls_client_authentication_becomes_a_pkcs12_keystore_that_mm2_and_librdkafka_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Strimzi's `authentication.type: tls` names a Secret's PEM certificate and key. MM2 (Java) reads a client
+    certificate only from `ssl.keystore.*`: librdkafka's `ssl.certificate.location`/`ssl.key.location` do nothing
+    there, so mutual TLS would fail under MM2."""
+    text = convert((FIXTURES / "seed-tls.yaml").read_text())
+    props = _properties(text)
+    alias, secret = "my-cluster-source", "my-user-source"
+    assert props[f"{alias}.ssl.keystore.type"] == "PKCS12"
+    assert props[f"{alias}.ssl.keystore.location"] == f"/etc/mirrorflow/secrets/{secret}/source.p12"
+    assert props[f"{alias}.ssl.keystore.password"] == "${env:" + env_name(secret, "source.password") + "}"
+    assert not [k for k in props if k.endswith((".ssl.certificate.location", ".ssl.key.location"))]
+    assert "openssl pkcs12 -export -in source.crt -inkey source.key -out source.p12" in text
+    config = _validate(
+        text,
+        tmp_path,
+        {env_name(secret, "source.password"): "p12-pw", env_name("my-user-target", "target.password"): "p12-pw2"},
+        monkeypatch,
+    )
+    client = config.flow("my-cluster-source->my-cluster-target").source_consumer.librdkafka()
+    assert client["security.protocol"] == "SSL"
+    assert client["ssl.keystore.location"] == f"/etc/mirrorflow/secrets/{secret}/source.p12"
+    assert client["ssl.keystore.password"] == "p12-pw"
+
+
+OAUTH = {
+    "type": "oauth",
+    "clientId": "mm2-client",
+    "clientSecret": {"secretName": "mm2-oauth", "key": "client-secret"},
+    "tokenEndpointUri": "https://sso.example/realms/kafka/protocol/openid-connect/token",
+    "scope": "kafka",
+    "connectTimeoutSeconds": 20,
+    "tlsTrustedCertificates": [{"secretName": "sso-ca", "certificate": "ca.crt"}],
+}
+
+
+def _oauth_resource(auth: dict[str, Any]) -> str:
+    spec = {
+        "clusters": [
+            {"alias": "src", "bootstrapServers": "src:9093", "tls": {}, "authentication": auth},
+            {"alias": "tgt", "bootstrapServers": "tgt:9092"},
+        ],
+        "mirrors": [{"sourceCluster": "src", "targetCluster": "tgt", "sourceConnector": {}}],
+    }
+    return yaml.safe_dump({"apiVersion": "kafka.strimzi.io/v1beta2", "kind": "KafkaMirrorMaker2", "spec": spec})
+
+
+def test_oauth_becomes_kafkas_own_client_credentials_login(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Strimzi's `authentication.type: oauth` with a client ID and secret: under MM2 it needs the OAUTHBEARER
+    login module, Kafka's login callback handler and the token endpoint (a mechanism alone cannot log in)."""
+    text = convert(_oauth_resource(OAUTH))
+    props = _properties(text)
+    reference = "${env:" + env_name("mm2-oauth", "client-secret") + "}"
+    assert props["src.security.protocol"] == "SASL_SSL"
+    assert props["src.sasl.mechanism"] == "OAUTHBEARER"
+    assert (
+        props["src.sasl.login.callback.handler.class"]
+        == "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
+    )
+    assert props["src.sasl.oauthbearer.token.endpoint.url"] == OAUTH["tokenEndpointUri"]
+    assert props["src.sasl.jaas.config"] == (
+        "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+        f'clientId="mm2-client" clientSecret="{reference}" scope="kafka" '
+        'ssl.truststore.type="PEM" ssl.truststore.location="/etc/mirrorflow/secrets/sso-ca/ca.crt";'
+    )
+    assert props["src.sasl.login.connect.timeout.ms"] == "20000"
+    assert f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls: add {OAUTH['tokenEndpointUri']}" in text
+    config = _validate(text, tmp_path, {env_name("mm2-oauth", "client-secret"): "0auth-s3cret"}, monkeypatch)
+    client = config.flow("src->tgt").source_consumer.librdkafka()
+    assert {k: client.get(k) for k in ("sasl.mechanism", "sasl.oauthbearer.method", "https.ca.location")} == {
+        "sasl.mechanism": "OAUTHBEARER",
+        "sasl.oauthbearer.method": "oidc",
+        "https.ca.location": "/etc/mirrorflow/secrets/sso-ca/ca.crt",
+    }
+    assert (client["sasl.oauthbearer.client.id"], client["sasl.oauthbearer.client.secret"]) == (
+        "mm2-client",
+        "0auth-s3cret",
+    )
+    assert client["sasl.oauthbearer.token.endpoint.url"] == OAUTH["tokenEndpointUri"]
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"refreshToken": {"secretName": "t", "key": "refresh"}}, "authentication.refreshToken"),
+        ({"accessToken": {"secretName": "t", "key": "token"}}, "authentication.accessToken"),
+        ({"clientSecret": None}, "authentication without clientSecret"),
+    ],
+)
+def test_oauth_grants_kafka_has_no_login_for_are_refused_naming_the_field(change: dict[str, Any], field: str) -> None:
+    auth = {k: v for k, v in {**OAUTH, **change}.items() if v is not None}
+    with pytest.raises(UsageError, match=re.escape(f"spec.clusters[0].{field}")) as err:
+        convert(_oauth_resource(auth))
+    assert "client credentials grant" in str(err.value)

@@ -34,22 +34,12 @@ from mirrorflow.airflow.spark_sizing import submit_conf, timeout_message
 from mirrorflow.airflow.tasks import fail_fast, find_flow, load_flow, skip_if_paused
 from mirrorflow.config.overrides import CLUSTER_SETTINGS_ENV
 from mirrorflow.core.errors import MirrorflowError, UsageError
-from mirrorflow.replication.job_summary import collect_summary, totals
+from mirrorflow.replication.job_summary import COUNTS, collect_summary, totals
 from mirrorflow.spark.packaging import ARCHIVE_ALIAS, is_standalone, package_py_files, packed_env
 from mirrorflow.spark.quiet import quiet_driver_conf
 
 SPARK_CONN_ID = "mirrorflow_spark"
-SUMMARY_KEYS = (
-    "records",
-    "bytes",
-    "dropped",
-    "filtered",
-    "dead_lettered",
-    "transactions",
-    "offset_syncs",
-    "max_latency_ms",
-    "avg_latency_ms",
-)
+SUMMARY_KEYS = COUNTS
 
 
 def conn_env_var(conn_id: str) -> str:

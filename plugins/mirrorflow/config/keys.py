@@ -204,6 +204,7 @@ FLOW_ONLY_KEYS: dict[str, KeySpec] = {
             for key, kind in _REGISTRY_SIDE_KEYS
         ),
         KeySpec(f"{SCHEMA_REGISTRY_PREFIX}translate", "list", "key,value"),
+        KeySpec(f"{SCHEMA_REGISTRY_PREFIX}subject.name.strategy", "string", "TopicNameStrategy"),
         KeySpec(f"{SCHEMA_REGISTRY_PREFIX}request.timeout.ms", "long", "30000"),
     ]
 }

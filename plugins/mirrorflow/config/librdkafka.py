@@ -297,6 +297,8 @@ def _jaas(props: Mapping[str, str], conf: dict[str, str], notes: list[Note]) -> 
             ):
                 if java in options:
                     conf[f"sasl.oauthbearer.{rdkafka}"] = options[java]
+            if options.get("ssl.truststore.type", "").upper() == "PEM" and "ssl.truststore.location" in options:
+                conf["https.ca.location"] = options["ssl.truststore.location"]  # the token endpoint's CAs
         elif "unsecuredLoginStringClaim_sub" in options:
             conf["sasl.oauthbearer.config"] = f"principal={options['unsecuredLoginStringClaim_sub']}"
             conf["enable.sasl.oauthbearer.unsecure.jwt"] = "true"

@@ -1,7 +1,8 @@
 """A small client of Confluent's schema registry REST API (standard library only: urllib and json).
 
-Only what schema-ID translation needs: a schema by ID, the subject versions that use it, one subject version,
-registering a schema under a subject, and finding the version a schema has under a subject. Apicurio Registry's
+Only what schema-ID translation needs: a schema by ID, the subject versions that use it, whether a subject
+exists, one subject version, registering a schema under a subject, and finding the version a schema has under a
+subject. Apicurio Registry's
 `/apis/ccompat/v6` and Karapace serve the same API.
 
 Credentials (`basic.auth.user.info` = `user:password`, or a bearer token) go in the Authorization header only:
@@ -93,6 +94,14 @@ class RegistryClient:
         """The (subject, version) pairs registered with this schema ID."""
         found = self._call("GET", f"/schemas/ids/{schema_id}/versions")
         return self._parse(lambda v: [(str(i["subject"]), int(i["version"])) for i in _list(v, self.role)], found)
+
+    def has_subject(self, subject: str) -> bool:
+        """Whether `subject` has a version (HTTP 404 with the API's not-found code: it has none)."""
+        try:
+            self._call("GET", f"/subjects/{_quote(subject)}/versions")
+        except SchemaNotFound:
+            return False
+        return True
 
     def subject_version(self, subject: str, version: int) -> Schema:
         return self._parse(_schema, self._call("GET", f"/subjects/{_quote(subject)}/versions/{version}"))

@@ -281,6 +281,12 @@ class TransformChain:
             record = out
         return record
 
+    @property
+    def schema_ids_not_ours(self) -> int:
+        """Records the schema-ID translation step copied as they were: they looked like the registry's wire
+        format but named no schema of their topic's subjects (core/schema_translation.py)."""
+        return sum(int(getattr(transform, "schema_ids_not_ours", 0)) for _s, transform, _p, _n in self._steps)
+
 
 def dead_letter_headers(headers: list[Header] | None, flow: str, error: TransformError) -> list[Header]:
     """The original headers plus where the record came from and why it failed (Connect's DLQ header names)."""

@@ -24,7 +24,7 @@ from mirrorflow.core.progress import Progress
 from mirrorflow.kafka.partition_reader import PartitionReader
 from mirrorflow.kafka.transfer import Batch, TargetWriter
 from mirrorflow.replication.copy_commit import commit_batch
-from mirrorflow.replication.copy_setup import CopyMetrics, prune, start_transforms
+from mirrorflow.replication.copy_setup import CopyMetrics, chain_totals, log_chain_totals, prune, start_transforms
 from mirrorflow.replication.copy_stall import CopyStalled, stalled_message
 from mirrorflow.replication.copy_task import CopyResult, CopyTask, buffer_settings
 from mirrorflow.replication.offset_sync_writer import OffsetSyncWriter
@@ -215,7 +215,7 @@ class CopyLoop:
         self.pending = self.commit_start_first = False
         result.transactions += 1 if upstreams else 0
         if self.chain is not None:
-            result.filtered, result.dead_lettered = self.chain.dropped, self.chain.dead_lettered
+            chain_totals(result, self.chain)
         result.next_upstream, result.downstream_end = consumed_to, self.down_end
         if batch.oldest_ts is not None:
             # MM2's replication-latency-ms: now minus the record timestamp, at acknowledgement.
@@ -255,13 +255,5 @@ class CopyLoop:
             self.syncs.flush(self.committed_to)
         if self.metrics is not None and self.unpublished:
             self.metrics.publish()
-        result = self.result
-        if self.chain is not None and (result.filtered or result.dead_lettered):
-            log.info(
-                "flow %s: %s-%s: transforms dropped %d record(s), dead-lettered %d",
-                self.task.flow,
-                self.task.topic,
-                self.task.partition,
-                result.filtered,
-                result.dead_lettered,
-            )
+        if self.chain is not None:
+            log_chain_totals(self.task, self.result)

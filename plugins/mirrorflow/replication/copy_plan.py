@@ -197,6 +197,7 @@ def summarise(results: list[CopyResult]) -> dict[str, object]:
         "dropped": sum(r.dropped for r in results),
         "filtered": sum(r.filtered for r in results),
         "dead_lettered": sum(r.dead_lettered for r in results),
+        "schema_ids_not_ours": sum(r.schema_ids_not_ours for r in results),
         "transactions": sum(r.transactions for r in results),
         "offset_syncs": sum(r.offset_syncs for r in results),
         "max_latency_ms": max((r.max_latency_ms for r in results), default=0),

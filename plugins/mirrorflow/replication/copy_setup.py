@@ -16,7 +16,7 @@ from mirrorflow.kafka.clients import admin_client
 from mirrorflow.kafka.compacted_log import read_to_end
 from mirrorflow.kafka.metrics_store import MetricsPublisher, ensure_metrics_topic, read_snapshots
 from mirrorflow.kafka.topics import NewTopicSpec, create_topics
-from mirrorflow.replication.copy_task import CopyTask
+from mirrorflow.replication.copy_task import CopyResult, CopyTask
 from mirrorflow.replication.metrics import PartitionMetrics, Snapshot, snapshot_key
 from mirrorflow.replication.state_records import (
     RawRecord,
@@ -164,6 +164,27 @@ def start_transforms(task: CopyTask) -> tuple[TransformChain | None, tuple[str, 
     topic = NewTopicSpec(spec.dead_letter_topic, 1, spec.dead_letter_replication_factor, {})
     create_topics(admin_client(task.target_producer), task.target, [topic], task.timeout_s)
     return chain, (spec.dead_letter_topic, task.flow)
+
+
+def chain_totals(result: CopyResult, chain: TransformChain) -> None:
+    """What the chain kept out of the target, or left as it was, into the range's result (after each batch)."""
+    result.filtered, result.dead_lettered = chain.dropped, chain.dead_lettered
+    result.schema_ids_not_ours = chain.schema_ids_not_ours
+
+
+def log_chain_totals(task: CopyTask, result: CopyResult) -> None:
+    """One line at the end of a range whose transforms dropped, dead-lettered or left records as they were."""
+    if result.filtered or result.dead_lettered or result.schema_ids_not_ours:
+        log.info(
+            "flow %s: %s-%s: transforms dropped %d record(s), dead-lettered %d; %d copied as they were (bytes like "
+            "a schema ID that names no schema of the topic's subjects)",
+            task.flow,
+            task.topic,
+            task.partition,
+            result.filtered,
+            result.dead_lettered,
+            result.schema_ids_not_ours,
+        )
 
 
 class CopyMetrics(NamedTuple):

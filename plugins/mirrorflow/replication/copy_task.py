@@ -123,6 +123,9 @@ class CopyResult:
     latency_sum_ms: int = 0
     filtered: int = 0  # records transforms dropped (also counted in `dropped`)
     dead_lettered: int = 0  # records a transform failed on, sent to the dead-letter topic (also in `dropped`)
+    # records whose key or value looked like a schema registry's wire format but named no schema of the topic's
+    # subjects: copied as they were (core/schema_translation.py)
+    schema_ids_not_ours: int = 0
 
 
 def reads_committed(exactly_once: bool, source_consumer: Mapping[str, str]) -> bool:

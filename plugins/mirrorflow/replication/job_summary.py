@@ -23,20 +23,20 @@ log = logging.getLogger(__name__)
 
 PREFIX = b"summary/"
 READ_S = 15.0
-TOTALS = (
+COUNTS = (
     "records",
     "bytes",
     "dropped",
     "filtered",
     "dead_lettered",
+    "schema_ids_not_ours",
     "transactions",
     "offset_syncs",
     "max_latency_ms",
     "avg_latency_ms",
-    "spark_tasks",
-    "mode",
-    "flow",
 )
+"""The copy's totals the Airflow task returns to XCom."""
+TOTALS = (*COUNTS, "spark_tasks", "mode", "flow")
 
 
 def _topic(flow: Flow) -> str:

@@ -13,7 +13,7 @@ A dry run the runbook refuses (a gate fails: A unreachable, the groups already a
 
 Each drill's report (checks, counts, the dry run's RTO) is kept where the runbook state lives, the compacted
 `mirrorflow-runbook.internal` topic on B, in `mirrorflow.drill.history` rotating keys per pair: bounded whatever
-the schedule.
+the schedule, and whatever the history was before (the slots beyond a lowered history are deleted).
 """
 
 from __future__ import annotations
@@ -117,31 +117,55 @@ def run_drill(
     return report
 
 
-def _history(flow: Flow, clients: FlowClients, holder: str) -> list[dict[str, Any]]:
+def _slots(flow: Flow, clients: FlowClients, holder: str) -> dict[int, dict[str, Any]]:
+    """The pair's kept drill reports by slot."""
     if not topic_exists(clients.target_admin, flow.target, RUNBOOK_TOPIC, clients.timeout_s):
-        return []
+        return {}
     latest = read_latest(flow.target, flow.target_admin.librdkafka(), RUNBOOK_TOPIC, clients.timeout_s)
-    found = []
+    found = {}
     for key, value in latest.items():
         parts = decode_key(key)
-        if parts is not None and is_drill_of(parts, flow.source, flow.target, holder):
+        if parts is not None and is_drill_of(parts, flow.source, flow.target, holder) and parts[4].isdigit():
             try:
-                found.append(json.loads(value))
+                report = json.loads(value)
             except ValueError:
                 continue
-    return sorted(found, key=lambda r: int(r.get("seq", 0)))
+            if isinstance(report, dict):
+                found[int(parts[4])] = report
+    return found
+
+
+def _history(flow: Flow, clients: FlowClients, holder: str) -> list[dict[str, Any]]:
+    return sorted(_slots(flow, clients, holder).values(), key=lambda r: int(r.get("seq", 0)))
 
 
 def keep(flow: Flow, clients: FlowClients, report: dict[str, Any]) -> None:
-    """Store `report` in the next of the pair's `drill_history` slots (the oldest is overwritten)."""
+    """Store `report` as the pair's newest drill, keeping the `drill_history` newest in slots `seq % history`
+    (the oldest is overwritten). When the history was changed since the last drill, the reports still kept move
+    to their slots under the new history and the slots beyond it are deleted (tombstones): lowered, the history
+    would otherwise keep its old slots forever (and overwrite a newer report than the oldest)."""
     holder = cluster_id(clients.target_admin, flow.target, clients.timeout_s)
-    seq = max((int(r.get("seq", 0)) for r in _history(flow, clients, holder)), default=0) + 1
+    slots = _slots(flow, clients, holder)
+    seq = max((int(r.get("seq", 0)) for r in slots.values()), default=0) + 1
     report["seq"] = seq
     ensure_runbook_topic(
         clients.target_admin, flow.target, RUNBOOK_TOPIC, flow.checkpoints_topic_replication_factor, clients.timeout_s
     )
-    key = drill_key(flow.source, flow.target, holder, seq % flow.drill_history)
-    clients.target_writer.write([OutgoingRecord(RUNBOOK_TOPIC, 0, key, json.dumps(report).encode())])
+    size = flow.drill_history
+    wanted = {seq % size: report}
+    for kept in slots.values():
+        if seq - size < int(kept.get("seq", 0)) < seq:
+            wanted[int(kept["seq"]) % size] = kept
+    records = [
+        OutgoingRecord(RUNBOOK_TOPIC, 0, drill_key(flow.source, flow.target, holder, slot), json.dumps(kept).encode())
+        for slot, kept in sorted(wanted.items())
+        if kept is report or slots.get(slot) != kept
+    ]
+    records += [  # slots no kept report lives in any more: beyond a lowered history, or left by a move
+        OutgoingRecord(RUNBOOK_TOPIC, 0, drill_key(flow.source, flow.target, holder, slot), None)
+        for slot in sorted(set(slots) - set(wanted))
+    ]
+    clients.target_writer.write(records)
 
 
 def history(config_path: str, flow_name: str, clusters: list[str] | None = None) -> list[dict[str, Any]]:
