@@ -55,6 +55,26 @@ class Secured:
     def conf(self, alias: str) -> dict[str, str]:
         return (self.scram if alias == "scram" else self.tls).client_config(alias)
 
+    def seed(self, prefix: str, records: int) -> tuple[str, Any]:
+        """A new 2-partition topic on `scram` holding `records` records; returns it and the admin client (kept
+        by the caller: a collected client cancels its pending calls)."""
+        topic = f"{prefix}-{uuid.uuid4().hex[:8]}"
+        admin = admin_client(self.conf("scram"))
+        admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(60)
+        producer = Producer(with_logger(self.conf("scram")))
+        for i in range(records):
+            producer.produce(topic, value=f"v{i}".encode(), partition=i % 2)
+        assert producer.flush(60) == 0
+        return topic, admin
+
+    def copied(self, topic: str) -> int:
+        """How many records `scram.<topic>` holds on `tls`."""
+        remote = Consumer(with_logger({**self.conf("tls"), "group.id": f"check-{topic}", "enable.partition.eof": True}))
+        try:
+            return sum(len(read_partition(remote, f"scram.{topic}", p)) for p in range(2))
+        finally:
+            remote.close()
+
     def mm2_text(self, body: str, *, scram_password: str | None = None, env_provider: bool = False) -> str:
         """Both clusters as MM2 would be configured for them; `scram_password` replaces the file reference."""
         props = {"clusters": "scram, tls"}
@@ -255,13 +275,7 @@ def test_credentials_from_an_airflow_connection_reach_the_copy_on_a_standalone_c
     from mirrorflow.airflow.tasks import load_flow
     from mirrorflow.replication.flow_cycle import run_control_plane
 
-    topic = f"sec-spark-{uuid.uuid4().hex[:8]}"
-    admin = admin_client(secured.conf("scram"))  # kept: a collected client cancels its pending calls
-    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(60)
-    producer = Producer(with_logger(secured.conf("scram")))
-    for i in range(100):
-        producer.produce(topic, value=f"v{i}".encode(), partition=i % 2)
-    assert producer.flush(60) == 0
+    topic, _admin = secured.seed("sec-spark", 100)
     wrong = f"mfwrong{uuid.uuid4().hex}"
     body = flow_body(topic, "g-none").replace("scram->tls.mirrorflow.spark.master = local[2]\n", "")
     config = tmp_path / "conn.properties"
@@ -274,12 +288,7 @@ def test_credentials_from_an_airflow_connection_reach_the_copy_on_a_standalone_c
     result = operator.execute({})
     assert result is not None
     assert (result["records"], result["master"]) == (100, standalone.master), result
-    remote = Consumer(with_logger({**secured.conf("tls"), "group.id": f"check-{topic}", "enable.partition.eof": True}))
-    try:
-        copied = sum(len(read_partition(remote, f"scram.{topic}", p)) for p in range(2))
-    finally:
-        remote.close()
-    assert copied == 100
+    assert secured.copied(topic) == 100
     out, err = capfd.readouterr()
     assert_no_secret([*secured.secrets, wrong], out, err)
 
@@ -293,13 +302,7 @@ def test_an_oauth_callback_named_in_a_connection_authenticates_the_control_plane
     from mirrorflow.airflow.tasks import load_flow
     from mirrorflow.replication.flow_cycle import run_control_plane
 
-    topic = f"sec-oauth-{uuid.uuid4().hex[:8]}"
-    admin = admin_client(secured.conf("scram"))
-    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(60)
-    producer = Producer(with_logger(secured.conf("scram")))
-    for i in range(60):
-        producer.produce(topic, value=f"v{i}".encode(), partition=i % 2)
-    assert producer.flush(60) == 0
+    topic, _admin = secured.seed("sec-oauth", 60)
     wrong = f"mfwrong{uuid.uuid4().hex}"
     config = tmp_path / "oauth.properties"
     config.write_text(
@@ -325,12 +328,7 @@ def test_an_oauth_callback_named_in_a_connection_authenticates_the_control_plane
     run_control_plane(flow)
     result = copy_operator(config, "scram->tls").execute({})
     assert result is not None and result["records"] == 60, result
-    remote = Consumer(with_logger({**secured.conf("tls"), "group.id": f"check-{topic}", "enable.partition.eof": True}))
-    try:
-        copied = sum(len(read_partition(remote, f"scram.{topic}", p)) for p in range(2))
-    finally:
-        remote.close()
-    assert copied == 60
+    assert secured.copied(topic) == 60
     askers = set(calls.read_text().split())
     assert str(os.getpid()) in askers and len(askers) >= 2, askers  # this process, and the copy job's
     out, err = capfd.readouterr()

@@ -36,11 +36,8 @@ from mirrorflow.config.model import Flow
 from mirrorflow.core.errors import UsageError
 from mirrorflow.replication.flow_clients import FlowClients
 from mirrorflow.replication.flow_cycle import (
-    ALL_STEPS,
     ControlPlaneReport,
     flow_paused,
-    run_control_plane,
-    run_heartbeat_pair,
     run_loop,
     state_root_override,
 )
@@ -98,18 +95,14 @@ def run(
 
         copy = CopyStep(on_progress=bar.update if bar is not None else None)
     try:
-        if once:
-            # Heartbeat-only pairs first: their `heartbeats` topics are what the flows' discovery then replicates.
-            for f in pairs:
-                report = run_heartbeat_pair(f)
+        if once:  # every step is due at the start of a loop: a loop of no time runs each once, in order
+
+            def once_report(report: ControlPlaneReport) -> None:
                 reports.append(report)
                 if not as_json:
                     _print_once(report)
-            for f in flows:
-                report = run_control_plane(f, steps=ALL_STEPS, copy=copy)
-                reports.append(report)
-                if not as_json:
-                    _print_once(report)
+
+            run_loop(flows, pairs, seconds=0.0, on_report=once_report, copy=copy)
         else:
             try:
                 run_loop(

@@ -64,22 +64,34 @@ def read_topic(bootstrap: str, topic: str, timeout_s: float = 30.0) -> dict[int,
         if metadata is None or metadata.error is not None:
             return {}
         out: dict[int, list[Record]] = {p: [] for p in metadata.partitions}
-        pending = set()
+        ends: dict[int, int] = {}
         assignment = []
         for p in metadata.partitions:
             low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
             if high > low:
-                pending.add(p)
+                ends[p] = high
                 assignment.append(TopicPartition(topic, p, low))
         consumer.assign(assignment)
         deadline = time.monotonic() + timeout_s
-        while pending and time.monotonic() < deadline:
+        while ends and time.monotonic() < deadline:
             for m in consumer.consume(1000, timeout=0.5):
-                if m.error() is not None:
-                    if m.error().code() == KafkaError._PARTITION_EOF:
-                        pending.discard(m.partition())
-                    continue
-                out[m.partition()].append((m.key(), m.value(), tuple(m.headers() or ()), m.timestamp()[1]))
+                if m.error() is None:
+                    out[m.partition()].append((m.key(), m.value(), tuple(m.headers() or ()), m.timestamp()[1]))
+                elif m.error().code() == KafkaError._PARTITION_EOF:
+                    _at_end(consumer, topic, m.partition(), m.offset(), ends)
         return out
     finally:
         consumer.close()
+
+
+def _at_end(consumer: Any, topic: str, partition: int, offset: int, ends: dict[int, int]) -> None:
+    """A partition is read once the end reached is its high watermark seen at the start. A transaction's commit
+    returns before its markers reach the partitions, so a read_committed reader can stop at the last stable
+    offset just below: it reads from there again (a moment later) until the marker lands."""
+    if partition not in ends:
+        return
+    if offset >= ends[partition]:
+        del ends[partition]
+        return
+    time.sleep(0.05)
+    consumer.seek(TopicPartition(topic, partition, offset))
