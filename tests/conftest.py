@@ -42,7 +42,7 @@ from tests.spark.standalone import Standalone, standalone_cluster  # noqa: E402
 
 from mirrorflow.kafka.client_logs import with_logger  # noqa: E402
 from mirrorflow.kafka.clients import admin_client  # noqa: E402
-from mirrorflow.kafka.groups import remember_settings  # noqa: E402
+from mirrorflow.kafka.group_coordinator import remember_settings  # noqa: E402
 from mirrorflow.local.cluster import LocalClusters  # noqa: E402
 from mirrorflow.local.registry import RegistryServer  # noqa: E402
 

@@ -24,7 +24,7 @@ from confluent_kafka.admin import (
 
 from mirrorflow.kafka.client_logs import with_logger
 from mirrorflow.kafka.clients import admin_client
-from mirrorflow.kafka.groups import remember_settings
+from mirrorflow.kafka.group_coordinator import remember_settings
 from mirrorflow.local.cluster import LocalClusters
 
 Headers = list[tuple[str, bytes | None]]

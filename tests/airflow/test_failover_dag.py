@@ -266,7 +266,7 @@ def _copied_flow(live_flow: Any) -> tuple[Path, str, str]:
 
 def _snapshot(kafka_admin: Callable[..., AdminClient], group: str, topic: str) -> dict[str, Any]:
     from mirrorflow.kafka.acls import describe_topic_acls
-    from mirrorflow.kafka.groups import committed_offsets
+    from mirrorflow.kafka.group_coordinator import committed_offsets
 
     a, b = kafka_admin("A"), kafka_admin("B")
     return {
@@ -331,7 +331,7 @@ def test_a_planned_failover_from_the_dag_commits_the_translated_offsets(
 
     from mirrorflow.airflow import tasks
     from mirrorflow.config.loader import load_config
-    from mirrorflow.kafka.groups import committed_offsets
+    from mirrorflow.kafka.group_coordinator import committed_offsets
     from mirrorflow.replication.remote_cluster_utils import translate_group
 
     kafka_clusters: LocalClusters = live_flow.clusters

@@ -16,7 +16,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from mirrorflow.kafka.client_logs import with_logger
-from mirrorflow.kafka.groups import committed_offsets
+from mirrorflow.kafka.group_coordinator import committed_offsets
 from mirrorflow.local.cluster import LocalClusters
 from mirrorflow.local.properties import mm2_config_text
 

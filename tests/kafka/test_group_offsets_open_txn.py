@@ -14,7 +14,7 @@ from confluent_kafka import Producer, TopicPartition
 from tests.kafka_helpers import KafkaKit, create_topic
 
 from mirrorflow.kafka.consumer_groups import list_committed_offsets
-from mirrorflow.kafka.groups import committed_offsets
+from mirrorflow.kafka.group_coordinator import committed_offsets
 
 pytestmark = pytest.mark.integration
 

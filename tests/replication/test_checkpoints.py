@@ -7,7 +7,8 @@ from mirrorflow.core.checkpoint import Checkpoint
 from mirrorflow.core.group_filter import DefaultGroupFilter
 from mirrorflow.core.offset_map import OffsetMap
 from mirrorflow.core.topic_filter import DefaultTopicFilter
-from mirrorflow.kafka.groups import CommittedOffset
+from mirrorflow.kafka.group_coordinator import CommittedOffset
+from mirrorflow.replication.checkpoint_store import CheckpointStore
 from mirrorflow.replication.checkpoints import (
     UntranslatedOffset,
     checkpoint_interval_seconds,
@@ -15,7 +16,7 @@ from mirrorflow.replication.checkpoints import (
     plan_checkpoints,
     select_groups,
 )
-from mirrorflow.replication.offset_translation import CheckpointStore, FlowOffsetMaps
+from mirrorflow.replication.offset_translation import FlowOffsetMaps
 
 
 def committed(**offsets: int) -> dict[tuple[str, int], CommittedOffset]:

@@ -18,9 +18,9 @@ from tests.replication.helpers import a_to_b, commit_offsets, copy_all
 from mirrorflow.config.model import Flow, MirrorConfig
 from mirrorflow.core.checkpoint import Checkpoint
 from mirrorflow.kafka.compacted_log import read_to_end
+from mirrorflow.replication.checkpoint_store import CheckpointStore
 from mirrorflow.replication.checkpoints import emit_checkpoints
 from mirrorflow.replication.flow_cycle import TOPICS, run_control_plane
-from mirrorflow.replication.offset_translation import CheckpointStore
 
 pytestmark = pytest.mark.integration
 

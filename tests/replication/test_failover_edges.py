@@ -22,7 +22,7 @@ from tests.replication.helpers import commit_offsets, copy_all, failover_config
 from tests.replication.test_provenance_live import copy_once
 
 from mirrorflow.config.model import MirrorConfig
-from mirrorflow.kafka.groups import committed_offsets
+from mirrorflow.kafka.group_coordinator import committed_offsets
 from mirrorflow.replication.failover import fencing
 from mirrorflow.replication.failover.options import FailoverOptions
 from mirrorflow.replication.failover.report import render_markdown

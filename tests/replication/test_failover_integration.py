@@ -23,7 +23,7 @@ from mirrorflow.core.bootstrap_redirect import BOOTSTRAP_TOPIC, decode_redirect,
 from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.kafka.acls import delete_acls, describe_topic_acls
 from mirrorflow.kafka.compacted_log import read_to_end
-from mirrorflow.kafka.groups import committed_offsets
+from mirrorflow.kafka.group_coordinator import committed_offsets
 from mirrorflow.replication.failover.options import FailoverOptions
 from mirrorflow.replication.failover.runbook import FailoverFailed, run_failover
 from mirrorflow.replication.failover.state import StateStore

@@ -27,7 +27,7 @@ from tests.replication.helpers import commit_offsets, failover_config
 from tests.replication.runbook_helpers import MIRRORFLOW, machine_env, mirrorflow, runbook_statuses, unpause_all
 
 from mirrorflow.config.model import Flow, MirrorConfig
-from mirrorflow.kafka.groups import committed_offsets
+from mirrorflow.kafka.group_coordinator import committed_offsets
 
 pytestmark = pytest.mark.integration
 

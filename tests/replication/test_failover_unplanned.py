@@ -24,7 +24,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from mirrorflow.config.loader import load_config
 from mirrorflow.kafka.client_logs import with_logger
 from mirrorflow.kafka.clients import admin_client
-from mirrorflow.kafka.groups import committed_offsets
+from mirrorflow.kafka.group_coordinator import committed_offsets
 from mirrorflow.local.cluster import LocalClusters
 from mirrorflow.local.properties import mm2_config_text
 from mirrorflow.replication.checkpoints import emit_checkpoints

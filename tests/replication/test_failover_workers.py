@@ -23,7 +23,7 @@ from tests.replication.helpers import commit_offsets, failover_config
 from tests.replication.runbook_helpers import machine_env, mirrorflow, runbook_statuses, unpause_all
 
 from mirrorflow.config.model import MirrorConfig
-from mirrorflow.kafka.groups import committed_offsets
+from mirrorflow.kafka.group_coordinator import committed_offsets
 from mirrorflow.replication.failover.step import STEP_NAMES
 
 pytestmark = pytest.mark.integration

@@ -38,7 +38,7 @@ _READER = """
 import json, sys
 from mirrorflow.kafka.clients import admin_client
 from mirrorflow.kafka.consumer_groups import list_committed_offsets
-from mirrorflow.kafka.groups import committed_offsets
+from mirrorflow.kafka.group_coordinator import committed_offsets
 
 admin = admin_client({"bootstrap.servers": sys.argv[1]})
 groups = sys.argv[2].split(",")

@@ -6,7 +6,7 @@ import pytest
 
 from mirrorflow.config.model import Flow
 from mirrorflow.core.checkpoint import Checkpoint
-from mirrorflow.kafka.groups import CommittedOffset
+from mirrorflow.kafka.group_coordinator import CommittedOffset
 from mirrorflow.replication.group_sync import (
     SyncedPartition,
     group_sync_interval_seconds,

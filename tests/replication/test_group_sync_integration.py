@@ -15,7 +15,7 @@ from tests.replication.helpers import commit_offsets as commit
 from tests.replication.helpers import copy_all as copy
 
 from mirrorflow.config.model import MirrorConfig
-from mirrorflow.kafka.groups import committed_offsets
+from mirrorflow.kafka.group_coordinator import committed_offsets
 from mirrorflow.replication.checkpoints import emit_checkpoints
 from mirrorflow.replication.flow_cycle import TOPICS, run_control_plane
 from mirrorflow.replication.group_sync import sync_group_offsets

@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 from mirrorflow.core.checkpoint import Checkpoint
 from mirrorflow.core.offset_map import OffsetMap, Segment, encode_segment, encode_segment_key
 from mirrorflow.core.progress import Progress, encode_progress
+from mirrorflow.replication.checkpoint_store import CheckpointStore
 from mirrorflow.replication.offset_translation import (
-    CheckpointStore,
     FlowOffsetMaps,
     RawRecord,
     TranslatedOffset,

@@ -24,7 +24,7 @@ from tests.replication.test_topic_identity import audit_counts, copied_then_recr
 
 from mirrorflow.config.model import Flow, MirrorConfig
 from mirrorflow.core.errors import MirrorflowError
-from mirrorflow.kafka.groups import committed_offsets
+from mirrorflow.kafka.group_coordinator import committed_offsets
 from mirrorflow.kafka.transfer import TargetWriter
 from mirrorflow.replication import topic_reset
 from mirrorflow.replication.checkpoints import emit_checkpoints

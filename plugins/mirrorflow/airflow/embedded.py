@@ -18,6 +18,8 @@ from typing import Any
 from mirrorflow.core.errors import MirrorflowError
 
 REPO = Path(__file__).resolve().parents[3]
+"""The checkout this package runs from (plugins/mirrorflow/airflow/ -> the root): `dags/`, `spark_jobs/`,
+`config/`. The one place that counts the levels."""
 DAGS = REPO / "dags"
 PLUGINS = REPO / "plugins"
 

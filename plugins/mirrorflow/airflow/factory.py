@@ -32,6 +32,7 @@ from mirrorflow.airflow.alerts import NOTIFIER_KEY, deadline_alert, failure_noti
 from mirrorflow.airflow.assets import checkpoints_asset
 from mirrorflow.airflow.dag_docs import broken_doc, flow_doc, heartbeat_doc
 from mirrorflow.airflow.dag_ids import flow_dag_id, flow_tags, heartbeat_dag_id, heartbeat_tags, heartbeat_task_id
+from mirrorflow.airflow.embedded import REPO
 from mirrorflow.airflow.schedule import Schedule, ScheduleError, parse_schedule
 from mirrorflow.airflow.spark import MirrorflowCopyOperator
 from mirrorflow.config.issues import Issue, IssueLog
@@ -95,7 +96,7 @@ def repo_root(dag_file: str | None) -> Path:
     """The checkout holding `dags/` (and `spark_jobs/`, `config/`): the DAG file's grandparent."""
     if dag_file:
         return Path(dag_file).resolve().parents[1]
-    return Path(__file__).resolve().parents[3]
+    return REPO
 
 
 def config_file(config_path: str | Path | None, repo: Path) -> Path:

@@ -27,13 +27,13 @@ import functools
 import logging
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any, NoReturn
 
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 from confluent_kafka import KafkaException
 
 from mirrorflow.airflow.connections import with_connections
+from mirrorflow.airflow.embedded import REPO
 from mirrorflow.airflow.reports import compact, control_plane_summary, plan_summary, repeated_summary
 from mirrorflow.config.loader import load_config
 from mirrorflow.config.model import Flow, UnknownFlowError
@@ -42,7 +42,6 @@ from mirrorflow.core.errors import MirrorflowError, UsageError
 log = logging.getLogger(__name__)
 
 Clusters = Sequence[str] | None
-REPO = Path(__file__).resolve().parents[3]
 
 
 def fail_fast(call: Callable[..., Any]) -> Callable[..., Any]:
@@ -271,9 +270,9 @@ def emit_checkpoints(config_path: str, flow_name: str, clusters: Clusters = None
 
     One checkpoint store for all rounds of the task, as MM2 loads it once: its own writes keep it current; the
     offset maps are loaded once and then tailed."""
+    from mirrorflow.replication.checkpoint_store import CheckpointStore
     from mirrorflow.replication.checkpoints import emit_checkpoints as emit
     from mirrorflow.replication.flow_clients import FlowClients
-    from mirrorflow.replication.offset_translation import CheckpointStore
     from mirrorflow.replication.state_tail import OffsetMapTail
 
     flow = load_flow(config_path, flow_name, clusters)
@@ -333,12 +332,12 @@ def loops(config_path: str, flow_name: str, clusters: Clusters = None) -> dict[s
     """Continuous mode's one loop task: heartbeats, checkpoints and group sync for the copy's run time, each at
     its cadence, checking the pause marker before each round. One failure fails the task (Airflow retries it).
     Group sync reads the checkpoints topic afresh each round, so it sees this task's own checkpoints."""
+    from mirrorflow.replication.checkpoint_store import CheckpointStore
     from mirrorflow.replication.checkpoints import emit_checkpoints as emit
     from mirrorflow.replication.flow_clients import FlowClients
     from mirrorflow.replication.flow_cycle import run_control_plane
     from mirrorflow.replication.flow_steps import CHECKPOINTS, GROUPS, HEARTBEAT, flow_steps
     from mirrorflow.replication.group_sync import sync_group_offsets as sync
-    from mirrorflow.replication.offset_translation import CheckpointStore
     from mirrorflow.replication.pause_markers import PAUSE_CACHE_S
     from mirrorflow.replication.state_tail import OffsetMapTail
 

@@ -4,7 +4,7 @@ Kafka's OffsetFetch takes one group per request in librdkafka, so "batched" list
 done by keeping a window of requests in flight. Group coordinators answer NOT_COORDINATOR or
 COORDINATOR_LOAD_IN_PROGRESS while `__consumer_offsets` is being created or moved (a fresh cluster does this on
 its first group call); those answers are retried until the deadline instead of failing the step. Offsets are
-read through consumers (`mirrorflow.kafka.groups.fetch_committed`), never the admin call that crashes on
+read through consumers (`mirrorflow.kafka.group_coordinator.fetch_committed`), never the admin call that crashes on
 NOT_COORDINATOR (librdkafka issue 5040).
 """
 
@@ -21,7 +21,7 @@ from confluent_kafka.admin import AdminClient
 
 from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.kafka.errors import KafkaOperationError, error_code
-from mirrorflow.kafka.groups import (
+from mirrorflow.kafka.group_coordinator import (
     CommittedOffset,
     all_partitions,
     alter_group_offsets,

@@ -27,13 +27,13 @@ from mirrorflow.core.checkpoint import Checkpoint, is_more_recent
 from mirrorflow.core.group_filter import GroupFilter
 from mirrorflow.core.topic_selection import rename_topic_partition
 from mirrorflow.kafka.consumer_groups import list_committed_offsets
-from mirrorflow.kafka.groups import CommittedOffset, list_group_ids
+from mirrorflow.kafka.group_coordinator import CommittedOffset, list_group_ids
 from mirrorflow.kafka.produce import OutgoingRecord
+from mirrorflow.replication.checkpoint_store import CheckpointStore
 from mirrorflow.replication.flow_clients import FlowClients
 from mirrorflow.replication.flow_rules import FlowRules
 from mirrorflow.replication.internal_topics import ensure_internal_topics, flow_internal_topics
 from mirrorflow.replication.offset_translation import (
-    CheckpointStore,
     FlowOffsetMaps,
     learn_leading_gaps,
     load_offset_maps,

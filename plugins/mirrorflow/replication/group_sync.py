@@ -33,10 +33,10 @@ from mirrorflow.kafka.consumer_groups import (
     write_group_offsets,
 )
 from mirrorflow.kafka.errors import KafkaOperationError
-from mirrorflow.kafka.groups import CommittedOffset
+from mirrorflow.kafka.group_coordinator import CommittedOffset
+from mirrorflow.replication.checkpoint_store import CheckpointStore
 from mirrorflow.replication.checkpoints import group_filter
 from mirrorflow.replication.flow_clients import FlowClients
-from mirrorflow.replication.offset_translation import CheckpointStore
 
 log = logging.getLogger(__name__)
 

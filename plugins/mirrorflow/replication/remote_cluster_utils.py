@@ -21,12 +21,12 @@ from mirrorflow.core.replication_policy import ReplicationPolicy
 from mirrorflow.core.topic_selection import rename_topic_partition
 from mirrorflow.kafka.clients import admin_client
 from mirrorflow.kafka.consumer_groups import list_committed_offsets
-from mirrorflow.kafka.groups import CommittedOffset, list_group_ids
+from mirrorflow.kafka.group_coordinator import CommittedOffset, list_group_ids
+from mirrorflow.replication.checkpoint_store import CheckpointStore
 from mirrorflow.replication.flow_clients import LIBRDKAFKA_LOG
 from mirrorflow.replication.flow_rules import FlowRules
 from mirrorflow.replication.mirror_client import MirrorClient
 from mirrorflow.replication.offset_translation import (
-    CheckpointStore,
     TranslatedOffset,
     checkpoints_as_offsets,
     learn_leading_gaps,

@@ -31,11 +31,11 @@ from mirrorflow.core.replication_policy import SOURCE_CLUSTER_ALIAS_KEY, load_re
 from mirrorflow.kafka.clients import admin_client
 from mirrorflow.kafka.consumer_groups import describe_group_states
 from mirrorflow.kafka.transfer import TargetWriter
+from mirrorflow.replication.checkpoint_store import CheckpointStore
 from mirrorflow.replication.checkpoints import CHECKPOINTS_PARTITION
 from mirrorflow.replication.flow_clients import FlowClients
 from mirrorflow.replication.flow_cycle import flow_paused, state_root_override
 from mirrorflow.replication.group_sync import IDLE_STATES
-from mirrorflow.replication.offset_translation import CheckpointStore
 
 log = logging.getLogger(__name__)
 

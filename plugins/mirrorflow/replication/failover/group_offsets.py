@@ -17,13 +17,13 @@ from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.core.patterns import compile_patterns, matches
 from mirrorflow.core.topic_selection import rename_topic_partition
 from mirrorflow.kafka.consumer_groups import describe_group_states, list_committed_offsets, write_group_offsets
-from mirrorflow.kafka.groups import CommittedOffset, committed_offsets, list_group_ids
+from mirrorflow.kafka.group_coordinator import CommittedOffset, committed_offsets, list_group_ids
+from mirrorflow.replication.checkpoint_store import CheckpointStore
 from mirrorflow.replication.checkpoints import group_filter
 from mirrorflow.replication.failover.step import TP, Context, Outcome, Refused, done, tp_key
 from mirrorflow.replication.flow_rules import FlowRules, internal_separator
 from mirrorflow.replication.group_sync import IDLE_STATES
 from mirrorflow.replication.offset_translation import (
-    CheckpointStore,
     FlowOffsetMaps,
     learn_leading_gaps,
     load_offset_maps,

@@ -1,4 +1,5 @@
-"""Consumer-group calls: listing, committed offsets, state, and writing offsets into idle groups.
+"""Calls to one consumer group's coordinator: listing groups, committed offsets, and writing offsets into idle groups
+(`consumer_groups.py` builds the batched calls for many groups on these).
 
 Committed offsets are never read with the admin `list_consumer_group_offsets`: librdkafka (issue 5040, every
 release so far) dereferences the admin client's missing group handle when the coordinator answers
