@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol, runtime_checkable
 
-from mirrorflow.core.patterns import compile_patterns, matches, parse_list
+from mirrorflow.core.patterns import IncludeExclude
 from mirrorflow.core.plugin_class import load_plugin
 
 GROUPS_KEY = "groups"
@@ -29,15 +29,14 @@ class DefaultGroupFilter:
     """Include and exclude regex LISTs, given as the raw MM2 setting strings."""
 
     def __init__(self, groups: str = DEFAULT_GROUPS, groups_exclude: str = DEFAULT_GROUPS_EXCLUDE) -> None:
-        self._include = compile_patterns(parse_list(groups), key=GROUPS_KEY)
-        self._exclude = compile_patterns(parse_list(groups_exclude), key=GROUPS_EXCLUDE_KEY)
+        self._selects = IncludeExclude((GROUPS_KEY, groups), (GROUPS_EXCLUDE_KEY, groups_exclude))
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, str]) -> DefaultGroupFilter:
         return cls(settings.get(GROUPS_KEY, DEFAULT_GROUPS), settings.get(GROUPS_EXCLUDE_KEY, DEFAULT_GROUPS_EXCLUDE))
 
     def should_replicate_group(self, group: str) -> bool:
-        return matches(self._include, group) and not matches(self._exclude, group)
+        return self._selects(group)
 
 
 def load_group_filter(class_name: str, settings: Mapping[str, str]) -> GroupFilter:

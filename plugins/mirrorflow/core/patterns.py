@@ -96,6 +96,18 @@ def matches(pattern: re.Pattern[str] | None, name: str) -> bool:
     return pattern is not None and pattern.fullmatch(name) is not None
 
 
+class IncludeExclude:
+    """MM2's default filters' rule: a name is selected when it matches the include LIST and not the exclude LIST
+    (raw setting strings; `key`s name them in errors)."""
+
+    def __init__(self, include: tuple[str, str], exclude: tuple[str, str]) -> None:
+        self._include = compile_patterns(parse_list(include[1]), key=include[0])
+        self._exclude = compile_patterns(parse_list(exclude[1]), key=exclude[0])
+
+    def __call__(self, name: str) -> bool:
+        return matches(self._include, name) and not matches(self._exclude, name)
+
+
 def _describe(key: str, item: str, error: Exception) -> str:
     if isinstance(error, _NoPythonEquivalent):
         return (

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol, runtime_checkable
 
-from mirrorflow.core.patterns import compile_patterns, matches, parse_list
+from mirrorflow.core.patterns import IncludeExclude
 from mirrorflow.core.plugin_class import load_plugin
 
 TOPICS_KEY = "topics"
@@ -31,15 +31,14 @@ class DefaultTopicFilter:
     """Include and exclude regex LISTs, given as the raw MM2 setting strings."""
 
     def __init__(self, topics: str = DEFAULT_TOPICS, topics_exclude: str = DEFAULT_TOPICS_EXCLUDE) -> None:
-        self._include = compile_patterns(parse_list(topics), key=TOPICS_KEY)
-        self._exclude = compile_patterns(parse_list(topics_exclude), key=TOPICS_EXCLUDE_KEY)
+        self._selects = IncludeExclude((TOPICS_KEY, topics), (TOPICS_EXCLUDE_KEY, topics_exclude))
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, str]) -> DefaultTopicFilter:
         return cls(settings.get(TOPICS_KEY, DEFAULT_TOPICS), settings.get(TOPICS_EXCLUDE_KEY, DEFAULT_TOPICS_EXCLUDE))
 
     def should_replicate_topic(self, topic: str) -> bool:
-        return matches(self._include, topic) and not matches(self._exclude, topic)
+        return self._selects(topic)
 
 
 def load_topic_filter(class_name: str, settings: Mapping[str, str]) -> TopicFilter:

@@ -103,21 +103,7 @@ def _resolve(staging: Path, version: str) -> None:
         "dependency:copy-dependencies",
         f"-DoutputDirectory={staging / 'lib'}",
     ]
-    try:
-        done = subprocess.run(
-            command,
-            cwd=staging,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=_MVN_TIMEOUT_S,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as err:
-        raise MirrorflowError(
-            f"Maven did not finish resolving Kafka {version} within {_MVN_TIMEOUT_S:.0f}s; "
-            "check network access to Maven Central (or your mirror in ~/.m2/settings.xml)."
-        ) from err
+    done = run_maven(command, staging, f"resolving Kafka {version}")
     if done.returncode != 0:
         raise MirrorflowError(
             f"Maven could not resolve Kafka {version} from Maven Central (exit code {done.returncode}).\n"
@@ -144,3 +130,23 @@ def _tail(text: str, lines: int = 30) -> str:
     text = _ANSI_RE.sub("", text).split("[ERROR] To see the full stack trace", 1)[0]
     kept = [line for line in text.splitlines() if line.strip() and line.strip() != "[ERROR]"][-lines:]
     return "\n".join(f"  | {line}" for line in kept) if kept else "  | (no output)"
+
+
+def run_maven(command: list[str], cwd: Path, what: str) -> subprocess.CompletedProcess[str]:
+    """Run `mvn` (its output captured) within `_MVN_TIMEOUT_S`; a timeout is an error saying `what` did not
+    finish and where to look (network access to Maven Central, or the mirror in ~/.m2/settings.xml)."""
+    try:
+        return subprocess.run(
+            command,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=_MVN_TIMEOUT_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as err:
+        raise MirrorflowError(
+            f"Maven did not finish {what} within {_MVN_TIMEOUT_S:.0f}s; check network access to Maven Central "
+            "(or your mirror in ~/.m2/settings.xml)."
+        ) from err

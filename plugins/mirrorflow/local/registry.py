@@ -11,7 +11,6 @@ with one rename after a marker says it is complete.
 from __future__ import annotations
 
 import shutil
-import subprocess
 import tempfile
 import time
 import urllib.error
@@ -22,7 +21,7 @@ from pathlib import Path
 
 from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.core.file_lock import file_lock
-from mirrorflow.local.maven import _tail, cache_root
+from mirrorflow.local.maven import _tail, cache_root, run_maven
 from mirrorflow.local.process import (
     LOOPBACK,
     exit_code,
@@ -38,7 +37,6 @@ APICURIO_VERSION = "2.6.13.Final"
 ARTIFACT = "io.apicurio:apicurio-registry-app:{version}:zip:all"
 CCOMPAT_PATH = "/apis/ccompat/v6"
 MARKER = ".complete"
-_MVN_TIMEOUT_S = 1800.0
 # Quarkus starts in 10-40 s on a busy two-core machine.
 START_TIMEOUT_S = 180.0
 
@@ -83,20 +81,7 @@ def _fetch(staging: Path, version: str) -> Path:
     artifact = ARTIFACT.format(version=version)
     command = [mvn, "-q", "-B", "-Dstyle.color=never", "dependency:copy", f"-Dartifact={artifact}"]
     command.append(f"-DoutputDirectory={staging}")
-    try:
-        done = subprocess.run(
-            command,
-            cwd=staging,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=_MVN_TIMEOUT_S,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as err:
-        raise MirrorflowError(
-            f"Maven did not fetch {artifact} within {_MVN_TIMEOUT_S:.0f}s; check access to Maven Central"
-        ) from err
+    done = run_maven(command, staging, f"fetching {artifact}")
     archives = list(staging.glob("*.zip"))
     if done.returncode != 0 or not archives:
         raise MirrorflowError(
