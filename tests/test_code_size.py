@@ -87,3 +87,13 @@ def test_every_ceiling_is_still_an_offender() -> None:
     offenders = over_limit(plugin_sizes())
     stale = sorted(name for name in CEILINGS if name not in offenders)
     assert not stale, f"now within the limit or gone, delete from CEILINGS in tests/test_code_size.py: {stale}"
+
+
+def test_no_two_modules_share_a_name() -> None:
+    """A reader finds a behaviour by its module's name: `errors.py` in two packages makes them guess which."""
+    seen: dict[str, list[str]] = {}
+    for path in sorted((PLUGINS / "mirrorflow").rglob("*.py")):
+        if path.name != "__init__.py":
+            seen.setdefault(path.name, []).append(str(path.relative_to(PLUGINS)))
+    shared = {name: paths for name, paths in seen.items() if len(paths) > 1}
+    assert not shared, f"modules sharing a name (rename one after what it holds): {shared}"

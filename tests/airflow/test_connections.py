@@ -11,7 +11,7 @@ import pytest
 
 from mirrorflow.airflow.connections import cluster_settings, merged_client
 from mirrorflow.airflow.tasks import load_flow
-from mirrorflow.config.clients import ClientConfig
+from mirrorflow.config.client_config import ClientConfig
 from mirrorflow.core.errors import UsageError
 
 FILE_CLIENT = ClientConfig.from_mapping(

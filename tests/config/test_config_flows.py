@@ -70,7 +70,7 @@ def test_ignored_and_unknown_keys(load: Load) -> None:
     )
     by_key = {w.key: w for w in config.warnings}
     assert by_key["a->b.sync.group.offsets"].fix == "did you mean a->b.sync.group.offsets.enabled?"
-    assert "a->b.transforms" not in by_key, "transforms are applied (config/transforms.py), not ignored"
+    assert "a->b.transforms" not in by_key, "transforms are applied (config/transform_specs.py), not ignored"
     assert "a.consumer.max.poll.records" not in by_key["consumer.max.poll.records"].fix
     assert "<alias>.consumer.max.poll.records" in by_key["consumer.max.poll.records"].fix
     assert "no effect per cluster" in by_key["a.replication.factor"].problem

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mirrorflow.config.clients import ClientConfig
+from mirrorflow.config.client_config import ClientConfig
 from mirrorflow.config.keys import is_secret_key, suggest
 from mirrorflow.config.librdkafka import parse_jaas, to_librdkafka
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from mirrorflow.config.issues import IssueLog
-from mirrorflow.config.properties import PropertiesFile, lost_escapes, read_properties
+from mirrorflow.config.properties_file import PropertiesFile, lost_escapes, read_properties
 
 
 def _read(tmp_path: Path, data: str | bytes) -> tuple[PropertiesFile | None, IssueLog]:

@@ -9,7 +9,7 @@ import pytest
 from tests.config.test_config_validation import BASE, Errors, Load
 
 from mirrorflow.airflow.spark_sizing import submit_conf, tasks_needed, timeout_message
-from mirrorflow.config.clients import MASK
+from mirrorflow.config.client_config import MASK
 from mirrorflow.config.model import Flow
 from mirrorflow.spark.copy_job import in_process_conf
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mirrorflow.core.mirror_client import (
+from mirrorflow.core.remote_topology import (
     checkpoint_topics,
     count_hops,
     heartbeat_topics,

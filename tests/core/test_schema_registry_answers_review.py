@@ -14,7 +14,7 @@ import pytest
 from tests.core.test_schema_registry_client import Scripted, server, step, url
 
 from mirrorflow.core.predicates import Record
-from mirrorflow.core.schema_registry import RegistryClient, RegistryUnavailable, Schema
+from mirrorflow.core.registry_client import RegistryClient, RegistryUnavailable, Schema
 from mirrorflow.core.schema_wire import frame
 from mirrorflow.core.transforms import ChainSpec, TransformChain
 

@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from mirrorflow.core.predicates import ConfigProblem, Record
-from mirrorflow.core.schema_registry import (
+from mirrorflow.core.registry_client import (
     RegistryClient,
     RegistryUnavailable,
     Schema,

@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from mirrorflow.core.schema_registry import RegistryClient
+from mirrorflow.core.registry_client import RegistryClient
 
 SECRET = "u53r:s3cr3t-Pa55"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from confluent_kafka import KafkaError, KafkaException
 
-from mirrorflow.kafka.errors import KafkaOperationError, record_auth_failure
+from mirrorflow.kafka.operation_error import KafkaOperationError, record_auth_failure
 
 TRANSPORT = KafkaException(KafkaError(KafkaError._TRANSPORT, "Failed to get metadata: Local: Broker transport failure"))
 REFUSED = "sasl_ssl://b:9093/bootstrap: SASL authentication error: invalid credentials with SASL mechanism SCRAM"

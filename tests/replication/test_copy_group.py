@@ -14,7 +14,7 @@ from tests.replication.conftest import WriteConfig
 from tests.replication.helpers import continuous_tasks
 
 from mirrorflow.core.errors import MirrorflowError
-from mirrorflow.kafka.errors import KafkaOperationError
+from mirrorflow.kafka.operation_error import KafkaOperationError
 from mirrorflow.replication.copy_group import copy_ranges
 
 pytestmark = pytest.mark.integration

@@ -23,7 +23,7 @@ from mirrorflow.config.model import MirrorConfig
 from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.core.offset_sync import OffsetSync
 from mirrorflow.kafka.compacted_log import read_to_end
-from mirrorflow.kafka.errors import KafkaOperationError
+from mirrorflow.kafka.operation_error import KafkaOperationError
 from mirrorflow.kafka.transfer import TargetWriter
 from mirrorflow.replication import copy_range as copy_range_module
 from mirrorflow.replication.copy_range import copy_range

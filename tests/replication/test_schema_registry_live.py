@@ -18,7 +18,7 @@ from tests.kafka_helpers import KafkaKit
 from tests.replication.helpers import a_to_b, copy_tasks
 
 from mirrorflow.config.model import Flow, MirrorConfig
-from mirrorflow.core.schema_registry import Reference, RegistryClient, Schema, SchemaRefused
+from mirrorflow.core.registry_client import Reference, RegistryClient, Schema, SchemaRefused
 from mirrorflow.core.schema_translation import SchemaIdTranslator
 from mirrorflow.core.schema_wire import frame, schema_id
 from mirrorflow.core.transforms import TransformError

@@ -19,7 +19,7 @@ from tests.kafka_helpers import KafkaKit
 from tests.replication.helpers import a_to_b, copy_tasks
 
 from mirrorflow.config.model import Flow, MirrorConfig
-from mirrorflow.core.schema_registry import RegistryClient, Schema
+from mirrorflow.core.registry_client import RegistryClient, Schema
 from mirrorflow.core.schema_wire import frame, schema_id
 from mirrorflow.kafka.sample_data import read_topic
 from mirrorflow.local.registry import RegistryServer

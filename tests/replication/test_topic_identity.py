@@ -24,8 +24,8 @@ from tests.replication.helpers import (
 from mirrorflow.config.model import Flow, MirrorConfig
 from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.core.progress import Progress, encode_progress
-from mirrorflow.kafka.errors import KafkaOperationError
 from mirrorflow.kafka.metrics_store import read_snapshots
+from mirrorflow.kafka.operation_error import KafkaOperationError
 from mirrorflow.kafka.topics import topic_ids
 from mirrorflow.kafka.transfer import TargetWriter
 from mirrorflow.replication.audit import audit_flow

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from mirrorflow.airflow.dag_ids import heartbeat_task_id
-from mirrorflow.config.clients import MASK
+from mirrorflow.config.client_config import MASK
 from mirrorflow.config.keys import is_secret_key
 from mirrorflow.config.model import Flow
 

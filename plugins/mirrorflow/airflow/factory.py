@@ -39,7 +39,7 @@ from mirrorflow.config.issues import Issue, IssueLog
 from mirrorflow.config.loader import load_config
 from mirrorflow.config.model import Flow, MirrorConfig
 from mirrorflow.config.precedence import connector_settings
-from mirrorflow.config.properties import read_properties
+from mirrorflow.config.properties_file import read_properties
 from mirrorflow.core.errors import UsageError
 from mirrorflow.replication.flow_steps import COPY, ORDER, flow_steps, step
 

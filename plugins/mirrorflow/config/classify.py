@@ -30,7 +30,7 @@ from mirrorflow.config.keys import (
     suggest,
 )
 from mirrorflow.config.librdkafka import classify_client_key
-from mirrorflow.config.properties import PropertiesFile, lost_escapes
+from mirrorflow.config.properties_file import PropertiesFile, lost_escapes
 from mirrorflow.config.providers import has_reference
 from mirrorflow.config.spark_conf import SPARK_CONF_PREFIX, conf_key_problem
 from mirrorflow.config.values import ValueProblem, check, parse_enum
@@ -178,7 +178,7 @@ class _Classifier:
         elif sub in LEGACY_ALIASES:
             self._legacy(key, sub)
         elif sub.startswith(TRANSFORM_PREFIXES):
-            return  # checked per flow by config/transforms.py
+            return  # checked per flow by config/transform_specs.py
         elif sub.startswith(tuple(FLOW_ONLY_PREFIXES)):
             self.ignored.append(key)
         elif sub.startswith((*CLIENT_PREFIXES, *_DIRECT_CLIENT_PREFIXES, "config.providers", "replication.policy.")):
@@ -263,7 +263,7 @@ class _Classifier:
         elif key in LEGACY_ALIASES:
             self._legacy(key, key)
         elif key.startswith(("config.providers.", "replication.policy.", *TRANSFORM_PREFIXES)):
-            return  # transforms.* and predicates.*: inherited by every flow, checked by config/transforms.py
+            return  # transforms.* and predicates.*: inherited by every flow, checked by config/transform_specs.py
         elif key in CONNECTION_KEYS:
             return
         elif key.startswith(SPARK_CONF_PREFIX):

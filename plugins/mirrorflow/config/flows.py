@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from mirrorflow.config.clients import MASK, ClientConfig
+from mirrorflow.config.client_config import MASK, ClientConfig
 from mirrorflow.config.issues import IssueLog
 from mirrorflow.config.keys import (
     LEGACY_ALIASES,
@@ -25,7 +25,7 @@ from mirrorflow.config.model import TYPED_FIELDS, Flow
 from mirrorflow.config.precedence import Entries, Role, Side, connector_settings, flow_client
 from mirrorflow.config.providers import ProviderError, Providers
 from mirrorflow.config.spark_conf import MEMORY_KEYS, SPARK_CONF_PREFIX, TOTAL_CORES_KEY, parse_memory
-from mirrorflow.config.transforms import build_chain, inherit_transform_keys
+from mirrorflow.config.transform_specs import build_chain, inherit_transform_keys
 from mirrorflow.config.values import ValueProblem, parse_bool, parse_double, parse_enum, parse_int
 from mirrorflow.core.errors import UsageError
 from mirrorflow.core.group_filter import JAVA_DEFAULT_GROUP_FILTER

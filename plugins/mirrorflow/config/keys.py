@@ -55,7 +55,7 @@ _CONNECTOR_FRAMEWORK = [
     KeySpec("key.converter", "class", None, status="ignored", why="records are copied as raw bytes"),
     KeySpec("value.converter", "class", None, status="ignored", why="records are copied as raw bytes"),
     KeySpec("header.converter", "class", None, status="ignored", why="records are copied as raw bytes"),
-    KeySpec("transforms", "list", ""),  # the chain itself: config/transforms.py
+    KeySpec("transforms", "list", ""),  # the chain itself: config/transform_specs.py
     KeySpec("predicates", "list", ""),
     KeySpec("config.action.reload", "string", "restart", status="ignored", why=_CONNECT),
     KeySpec("errors.retry.timeout", "long", "0", status="ignored", why=_CONNECT),
@@ -209,7 +209,7 @@ FLOW_ONLY_KEYS: dict[str, KeySpec] = {
     ]
 }
 TRANSFORM_PREFIXES = ("transforms.", "predicates.")
-"""`transforms.<name>.*` and `predicates.<name>.*`: read per flow, or from the top level, by config/transforms.py."""
+"""`transforms.<name>.*` and `predicates.<name>.*`: read per flow or from the top level (config/transform_specs.py)."""
 FLOW_ONLY_PREFIXES = {
     "topic.creation.": _CONNECT,
     "consumer.override.": _CONNECT,

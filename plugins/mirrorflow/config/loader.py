@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from mirrorflow.config.classify import classify_keys
-from mirrorflow.config.clients import ClientConfig
+from mirrorflow.config.client_config import ClientConfig
 from mirrorflow.config.flows import build_flow
 from mirrorflow.config.issues import IssueLog
 from mirrorflow.config.keys import DEFAULT_POLICY, SECURITY_PROTOCOLS
@@ -20,7 +20,7 @@ from mirrorflow.config.precedence import (
     mirror_client,
     mirror_client_policy,
 )
-from mirrorflow.config.properties import read_properties
+from mirrorflow.config.properties_file import read_properties
 from mirrorflow.config.providers import ProviderError, Providers
 from mirrorflow.config.topology import check_identity_cycles
 from mirrorflow.config.values import ValueProblem, parse_bool, parse_enum

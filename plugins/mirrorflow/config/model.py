@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, SecretStr, SerializationInfo, field_serializer
 
-from mirrorflow.config.clients import MASK, ClientConfig
+from mirrorflow.config.client_config import MASK, ClientConfig
 from mirrorflow.config.issues import Issue
 from mirrorflow.config.keys import (
     DEFAULT_CONFIG_PROPERTIES_EXCLUDE,
@@ -244,7 +244,7 @@ class Flow(BaseModel):
     source_connection: str | None = None
     target_connection: str | None = None
     transforms: ChainSpec = ChainSpec()
-    """The records' transform chain: Connect's `transforms`, `predicates`, `errors.*` keys (config/transforms.py)."""
+    """The records' transform chain: Connect's `transforms`, `predicates`, `errors.*` (config/transform_specs.py)."""
 
     settings: dict[str, str] = {}
     """The connector config MM2 would build (provider references unresolved, secret keys shown as `***`)."""

@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping
 from typing import Literal
 
-from mirrorflow.config.clients import ClientConfig
+from mirrorflow.config.client_config import ClientConfig
 from mirrorflow.config.model import Flow
 from mirrorflow.core.errors import UsageError
 

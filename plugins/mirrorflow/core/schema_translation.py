@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from mirrorflow.core import schema_cache
 from mirrorflow.core.patterns import parse_list
 from mirrorflow.core.predicates import ConfigProblem, Record, required
-from mirrorflow.core.schema_registry import (
+from mirrorflow.core.registry_client import (
     Reference,
     RegistryClient,
     RegistryUnavailable,

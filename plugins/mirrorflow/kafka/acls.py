@@ -16,7 +16,7 @@ from confluent_kafka.admin import (
 )
 
 from mirrorflow.core.acl_rules import AclBinding
-from mirrorflow.kafka.errors import KafkaOperationError, error_code
+from mirrorflow.kafka.operation_error import KafkaOperationError, error_code
 
 
 class SecurityDisabled(Exception):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, KafkaError, KafkaException, TopicPartition
 
 from mirrorflow.kafka.clients import consumer as make_consumer
-from mirrorflow.kafka.errors import KafkaOperationError
+from mirrorflow.kafka.operation_error import KafkaOperationError
 
 
 @dataclass(frozen=True, slots=True)

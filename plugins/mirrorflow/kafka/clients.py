@@ -14,8 +14,8 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
 from mirrorflow.kafka.client_logs import LoggedAdminClient, with_logger
-from mirrorflow.kafka.errors import AUTH_FAILURES_ATTR, client_error_cb, record_auth_failure
 from mirrorflow.kafka.group_coordinator import remember_settings
+from mirrorflow.kafka.operation_error import AUTH_FAILURES_ATTR, client_error_cb, record_auth_failure
 
 # librdkafka warns about consumer-only keys on producers and admins and vice versa; MM2 role configs are
 # composed per role already, so only the keys librdkafka refuses outright are dropped here.

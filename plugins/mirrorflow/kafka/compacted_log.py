@@ -24,7 +24,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.kafka.clients import admin_client
 from mirrorflow.kafka.clients import consumer as make_consumer
-from mirrorflow.kafka.errors import KafkaOperationError
+from mirrorflow.kafka.operation_error import KafkaOperationError
 from mirrorflow.kafka.topics import topic_ids
 
 OPEN_TRANSACTION_WAIT_S = 90.0

@@ -20,7 +20,6 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
 from mirrorflow.core.errors import MirrorflowError
-from mirrorflow.kafka.errors import KafkaOperationError, error_code
 from mirrorflow.kafka.group_coordinator import (
     CommittedOffset,
     all_partitions,
@@ -28,6 +27,7 @@ from mirrorflow.kafka.group_coordinator import (
     fetch_committed,
     reader_settings,
 )
+from mirrorflow.kafka.operation_error import KafkaOperationError, error_code
 
 _RETRIABLE = frozenset(
     {

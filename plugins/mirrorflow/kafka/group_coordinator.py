@@ -28,7 +28,7 @@ from confluent_kafka.admin import AdminClient
 
 from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.kafka.client_logs import with_logger
-from mirrorflow.kafka.errors import KafkaOperationError, error_code
+from mirrorflow.kafka.operation_error import KafkaOperationError, error_code
 
 _SETTINGS_ATTR = "_mirrorflow_settings"
 # What `committed()` raises while the coordinator is being found or loads its partition; retried to the deadline.

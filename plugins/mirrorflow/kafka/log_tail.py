@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from mirrorflow.kafka.clients import consumer as make_consumer
-from mirrorflow.kafka.errors import KafkaOperationError
+from mirrorflow.kafka.operation_error import KafkaOperationError
 
 
 def read_tail(

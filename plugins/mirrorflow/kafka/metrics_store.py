@@ -18,7 +18,7 @@ from mirrorflow.kafka.clients import admin_client
 from mirrorflow.kafka.clients import consumer as make_consumer
 from mirrorflow.kafka.clients import producer as make_producer
 from mirrorflow.kafka.compacted_log import latest_values, read_to_end
-from mirrorflow.kafka.errors import KafkaOperationError
+from mirrorflow.kafka.operation_error import KafkaOperationError
 from mirrorflow.kafka.topics import create_compacted_topic
 
 log = logging.getLogger(__name__)

@@ -13,7 +13,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from mirrorflow.kafka.clients import consumer as make_consumer
-from mirrorflow.kafka.errors import KafkaOperationError
+from mirrorflow.kafka.operation_error import KafkaOperationError
 
 Message = Any  # confluent_kafka.Message; kept opaque above this layer.
 PARTITION_EOF = KafkaError._PARTITION_EOF

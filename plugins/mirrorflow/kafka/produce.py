@@ -11,7 +11,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException
 
 from mirrorflow.kafka.clients import producer as make_producer
-from mirrorflow.kafka.errors import KafkaOperationError
+from mirrorflow.kafka.operation_error import KafkaOperationError
 
 
 @dataclass(frozen=True)

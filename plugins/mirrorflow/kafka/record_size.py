@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from confluent_kafka import KafkaException
 
 from mirrorflow.kafka.clients import admin_client
-from mirrorflow.kafka.errors import KafkaOperationError
+from mirrorflow.kafka.operation_error import KafkaOperationError
 from mirrorflow.kafka.topics import max_message_bytes
 
 BROKER_TOO_LARGE_HINT = (

@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient
 from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.kafka.clients import producer as make_producer
 from mirrorflow.kafka.compacted_log import OPEN_TRANSACTION_WAIT_S, latest_values, read_to_end
-from mirrorflow.kafka.errors import KafkaOperationError
+from mirrorflow.kafka.operation_error import KafkaOperationError
 from mirrorflow.kafka.topics import NewTopicSpec, create_topics
 
 log = logging.getLogger(__name__)

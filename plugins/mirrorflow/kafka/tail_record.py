@@ -16,7 +16,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.kafka.clients import consumer as make_consumer
 from mirrorflow.kafka.clients import producer as make_producer
-from mirrorflow.kafka.errors import KafkaOperationError
+from mirrorflow.kafka.operation_error import KafkaOperationError
 
 FIRST_WINDOW = 256
 

@@ -18,7 +18,7 @@ from confluent_kafka.admin import (
 from confluent_kafka.admin import ConfigEntry as _KafkaConfigEntry
 
 from mirrorflow.core.progress import topic_id_text
-from mirrorflow.kafka.errors import KafkaOperationError, error_code
+from mirrorflow.kafka.operation_error import KafkaOperationError, error_code
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from mirrorflow.core.predicates import Record
 from mirrorflow.core.provenance import should_drop, with_origin
 from mirrorflow.core.transforms import TransformChain, TransformError, dead_letter_headers
 from mirrorflow.kafka.clients import producer as make_producer
-from mirrorflow.kafka.errors import KafkaOperationError, error_code
+from mirrorflow.kafka.operation_error import KafkaOperationError, error_code
 from mirrorflow.kafka.partition_reader import PARTITION_EOF, Message, tuned
 from mirrorflow.kafka.record_size import BROKER_TOO_LARGE_HINT, RecordTooLarge
 

@@ -32,8 +32,8 @@ from mirrorflow.kafka.consumer_groups import (
     list_committed_offsets,
     write_group_offsets,
 )
-from mirrorflow.kafka.errors import KafkaOperationError
 from mirrorflow.kafka.group_coordinator import CommittedOffset
+from mirrorflow.kafka.operation_error import KafkaOperationError
 from mirrorflow.replication.checkpoint_store import CheckpointStore
 from mirrorflow.replication.checkpoints import group_filter
 from mirrorflow.replication.flow_clients import FlowClients

@@ -1,6 +1,6 @@
 """MM2's `MirrorClient` / `RemoteClusterUtils` topology queries against a live cluster (docs/mm2-reference.md §7).
 
-Each query lists the cluster's topics afresh (as MirrorClient does) and applies `mirrorflow.core.mirror_client`
+Each query lists the cluster's topics afresh (as MirrorClient does) and applies `mirrorflow.core.remote_topology`
 to the names: what a cluster knows about its upstreams is written in the names of its heartbeat topics.
 Offset translation (`translateOffsets`) is not here: it reads checkpoints and belongs to the checkpoint work.
 """
@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from types import TracebackType
 
 from mirrorflow.config.model import ClusterConfig
-from mirrorflow.core import mirror_client as names
+from mirrorflow.core import remote_topology as names
 from mirrorflow.core.replication_policy import ReplicationPolicy
 from mirrorflow.kafka.clients import admin_client
 from mirrorflow.kafka.topics import list_topic_partitions

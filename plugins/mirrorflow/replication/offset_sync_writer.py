@@ -24,8 +24,8 @@ from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.core.offset_map import OffsetMap
 from mirrorflow.core.offset_sync import OffsetSync
 from mirrorflow.core.wire import WireFormatError
-from mirrorflow.kafka.errors import KafkaOperationError
 from mirrorflow.kafka.log_tail import read_tail
+from mirrorflow.kafka.operation_error import KafkaOperationError
 from mirrorflow.kafka.transfer import Message, TargetWriter
 from mirrorflow.replication.copy_task import CopyTask
 

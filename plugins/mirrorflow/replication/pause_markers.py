@@ -27,7 +27,7 @@ from mirrorflow.core.runbook_record import (
     same_clusters,
 )
 from mirrorflow.kafka.compacted_log import OpenTransactionError, StalledReadError
-from mirrorflow.kafka.errors import KafkaOperationError
+from mirrorflow.kafka.operation_error import KafkaOperationError
 from mirrorflow.kafka.produce import OutgoingRecord
 from mirrorflow.kafka.runbook_store import cluster_id, probe_cluster_id, read_latest, topic_exists
 from mirrorflow.replication.flow_clients import FlowClients

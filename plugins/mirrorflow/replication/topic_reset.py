@@ -36,9 +36,9 @@ from mirrorflow.core.offset_map import decode_segment_key, offset_map_topic
 from mirrorflow.core.progress import Progress, decode_progress, decode_progress_key, encode_progress, progress_topic
 from mirrorflow.kafka.clients import admin_client
 from mirrorflow.kafka.compacted_log import read_to_end
-from mirrorflow.kafka.errors import KafkaOperationError
 from mirrorflow.kafka.metrics_store import read_snapshots
 from mirrorflow.kafka.offsets import list_offsets
+from mirrorflow.kafka.operation_error import KafkaOperationError
 from mirrorflow.kafka.topics import delete_topic, list_topic_partitions
 from mirrorflow.kafka.transfer import TargetWriter
 from mirrorflow.replication.copy_plan import SourcePartitions, planned_identities, transactional_id
