@@ -11,7 +11,7 @@ from mirrorflow.kafka.partition_reader import READER_DEFAULTS, tuned
 from mirrorflow.kafka.transfer import WRITER_DEFAULTS
 from mirrorflow.replication import copy_group
 from mirrorflow.replication.copy_group import TASK_MEMORY_BYTES
-from mirrorflow.replication.copy_plan import reads_committed, spread, summarise, totals_line
+from mirrorflow.replication.copy_plan import idle_counts, reads_committed, spread, summarise, totals_line
 from mirrorflow.replication.copy_task import RECORD_OVERHEAD_BYTES, CopyResult, CopyTask, buffer_settings
 
 MIB = 1024 * 1024
@@ -151,3 +151,17 @@ def test_the_task_log_gets_totals_of_the_same_size_at_any_partition_count() -> N
     totals = json.loads(large)
     assert (totals["records"], totals["partitions"], totals["topics"]) == (100_000, 10_000, 50)
     assert "ranges" not in totals
+
+
+def test_idle_partitions_and_the_spark_tasks_they_hold_are_counted() -> None:
+    """A continuous run holds one core per Spark task for its whole length: a task whose partitions all copied
+    nothing held its slot for nothing, and the summary says how many did."""
+
+    def result(topic: str, partition: int, records: int) -> CopyResult:
+        return CopyResult(topic, partition, f"A.{topic}", 0, records, records, records)
+
+    groups = [[("busy", 0), ("quiet", 0)], [("quiet", 1), ("quiet", 2)], [("busy", 1)]]
+    results = [result("busy", 0, 5), result("quiet", 0, 0), result("quiet", 1, 0), result("quiet", 2, 0)]
+    results.append(result("busy", 1, 3))
+    assert idle_counts(groups, results) == {"idle_partitions": 3, "idle_spark_tasks": 1}
+    assert idle_counts([], []) == {"idle_partitions": 0, "idle_spark_tasks": 0}

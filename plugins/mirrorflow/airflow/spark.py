@@ -40,6 +40,8 @@ from mirrorflow.spark.quiet import quiet_driver_conf
 
 SPARK_CONN_ID = "mirrorflow_spark"
 SUMMARY_KEYS = COUNTS
+SLOT_KEYS = ("spark_tasks", "idle_spark_tasks", "idle_partitions")
+"""What the run's Spark slots did: a continuous copy holds each task's core for the whole run, busy or not."""
 
 
 def conn_env_var(conn_id: str) -> str:
@@ -229,9 +231,18 @@ class MirrorflowCopyOperator(SparkSubmitOperator):
                 summary = None
             if summary is None:
                 return None
-        result = {key: summary[key] for key in SUMMARY_KEYS if key in summary}
+        result = {key: summary[key] for key in (*SUMMARY_KEYS, *SLOT_KEYS) if key in summary}
         result.update(flow=self.flow_name, master=master, partitions=summary.get("partitions", 0))
         self.log.info("flow %s: copied %s", self.flow_name, result)
+        if result.get("idle_spark_tasks"):
+            self.log.info(
+                "flow %s: %s of %s Spark tasks copied nothing this run, holding their slots (idle partitions: "
+                "%s); more partitions per task (mirrorflow.copy.partitions.per.task) frees slots",
+                self.flow_name,
+                result["idle_spark_tasks"],
+                result.get("spark_tasks"),
+                result.get("idle_partitions"),
+            )
         return result
 
     def _job_env(self, master: str) -> dict[str, str]:

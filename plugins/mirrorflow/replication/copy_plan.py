@@ -217,6 +217,15 @@ def summarise(results: list[CopyResult]) -> dict[str, object]:
     }
 
 
+def idle_counts(groups: list[list[tuple[str, int]]], results: list[CopyResult]) -> dict[str, int]:
+    """How many partitions copied nothing this run, and how many Spark tasks (each holding a core slot for a
+    continuous run's whole length) had only such partitions: what idle partitions cost in slots."""
+    busy = {(r.topic, r.partition) for r in results if r.records}
+    idle_tasks = sum(1 for group in groups if group and not any(tp in busy for tp in group))
+    idle_partitions = sum(1 for r in results if not r.records)
+    return {"idle_partitions": idle_partitions, "idle_spark_tasks": idle_tasks}
+
+
 def totals_line(summary: dict[str, object]) -> str:
     """What the job prints (it lands in the Airflow task log): the totals on one JSON line, the same size at 10
     or 100,000 partitions. The per-partition lines go only to `--summary-file` (a continuous flow's log would

@@ -36,7 +36,7 @@ COUNTS = (
     "avg_latency_ms",
 )
 """The copy's totals the Airflow task returns to XCom."""
-TOTALS = (*COUNTS, "spark_tasks", "mode", "flow")
+TOTALS = (*COUNTS, "spark_tasks", "idle_spark_tasks", "idle_partitions", "mode", "flow")
 
 
 def _topic(flow: Flow) -> str:

@@ -27,7 +27,15 @@ from mirrorflow.config.model import Flow
 from mirrorflow.config.overrides import cluster_settings_from_env, with_cluster_settings
 from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.replication.copy_group import copy_ranges
-from mirrorflow.replication.copy_plan import copyable, plan_copy, refresh_identities, spread, summarise, totals_line
+from mirrorflow.replication.copy_plan import (
+    copyable,
+    idle_counts,
+    plan_copy,
+    refresh_identities,
+    spread,
+    summarise,
+    totals_line,
+)
 from mirrorflow.replication.copy_task import CopyResult, CopyTask
 from mirrorflow.replication.discovery import FlowPlan, discover
 from mirrorflow.replication.flow_clients import FlowClients
@@ -193,8 +201,10 @@ def copy_flow(
     tasks = plan_copy(flow, copyable(plan), interval=interval, run_seconds=run_seconds)
     runtimes: list[Runtime] = []
     groups = spread(tasks, spark.sparkContext.defaultParallelism, flow.copy_partitions_per_task)
-    summary = summarise(run_copy_groups(spark, groups, on_progress=on_progress, runtimes=runtimes))
+    results = run_copy_groups(spark, groups, on_progress=on_progress, runtimes=runtimes)
+    summary = summarise(results)
     summary["spark_tasks"] = len(groups)
+    summary.update(idle_counts([[(t.topic, t.partition) for t in group] for group in groups], results))
     summary["executors"] = runtimes
     summary["flow"] = flow.name
     summary["mode"] = "interval" if interval else "continuous"
