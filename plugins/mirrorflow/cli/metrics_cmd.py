@@ -13,7 +13,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -23,7 +22,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from rich.console import Console
 from rich.text import Text
 
-from mirrorflow.cli.plan_cmd import ClustersOption, FlowOption, select_flows, setup_logging
+from mirrorflow.cli.plan_cmd import ClustersOption, ConfigArgument, FlowOption, select_flows, setup_logging
 from mirrorflow.config.model import Flow
 from mirrorflow.replication.flow_health import FlowHealth, flow_health
 from mirrorflow.replication.metrics import LAG_METRICS, SOURCE_METRICS, PartitionView, flow_views, prometheus_name
@@ -149,7 +148,7 @@ def slo_families(slos: Sequence[FlowSlo]) -> Iterator[GaugeMetricFamily]:
 @metrics_app.command("serve", context_settings={"allow_extra_args": True})
 def serve(
     ctx: typer.Context,
-    config: Annotated[Path, typer.Argument(help="The mm2.properties file.", show_default=False)],
+    config: ConfigArgument,
     port: Annotated[int, typer.Option("--port", help="HTTP port of the /metrics endpoint.")] = 9464,
     address: Annotated[str, typer.Option("--address", help="Address to listen on.")] = "0.0.0.0",
     flow: FlowOption = None,
@@ -169,7 +168,7 @@ def serve(
 @metrics_app.command("show", context_settings={"allow_extra_args": True})
 def show(
     ctx: typer.Context,
-    config: Annotated[Path, typer.Argument(help="The mm2.properties file.", show_default=False)],
+    config: ConfigArgument,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object per partition.")] = False,
     flow: FlowOption = None,
     clusters: ClustersOption = None,

@@ -40,6 +40,7 @@ ClustersOption = Annotated[
     ),
 ]
 VerboseOption = Annotated[bool, typer.Option("--verbose", "-v", help="Also show librdkafka's own log.")]
+ConfigArgument = Annotated[Path, typer.Argument(help="The mm2.properties file.", show_default=False)]
 
 
 def register(app: typer.Typer) -> None:
@@ -52,7 +53,7 @@ def register(app: typer.Typer) -> None:
 
 def plan(
     ctx: typer.Context,
-    config: Annotated[Path, typer.Argument(help="The mm2.properties file.", show_default=False)],
+    config: ConfigArgument,
     flow: FlowOption = None,
     clusters: ClustersOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the reports as JSON.")] = False,

@@ -24,6 +24,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 
 from mirrorflow.cli.plan_cmd import (
     ClustersOption,
+    ConfigArgument,
     FlowOption,
     VerboseOption,
     change_lines,
@@ -54,7 +55,7 @@ def register(app: typer.Typer) -> None:
 
 def run(
     ctx: typer.Context,
-    config: Annotated[Path, typer.Argument(help="The mm2.properties file.", show_default=False)],
+    config: ConfigArgument,
     flow: FlowOption = None,
     clusters: ClustersOption = None,
     once: Annotated[bool, typer.Option("--once", help="One full cycle, then exit.")] = False,

@@ -10,14 +10,13 @@ with `--live` the flow's offset maps are applied to the group's current offsets 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from mirrorflow.cli.plan_cmd import ClustersOption, VerboseOption, setup_logging
+from mirrorflow.cli.plan_cmd import ClustersOption, ConfigArgument, VerboseOption, setup_logging
 from mirrorflow.config.loader import load_config, split_cluster_args
 from mirrorflow.core.errors import UsageError
 from mirrorflow.replication.offset_translation import TranslatedOffset
@@ -34,7 +33,7 @@ def register(app: typer.Typer) -> None:
 
 def translate(
     ctx: typer.Context,
-    config: Annotated[Path, typer.Argument(help="The mm2.properties file.", show_default=False)],
+    config: ConfigArgument,
     source: Annotated[str, typer.Option("--source", help="Alias of the cluster the group consumed from.")],
     target: Annotated[str, typer.Option("--target", help="Alias of the cluster the group moves to.")],
     group: Annotated[str | None, typer.Option("--group", help="The consumer group.", show_default=False)] = None,
