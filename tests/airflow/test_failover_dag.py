@@ -431,19 +431,31 @@ def test_failover_pauses_the_flow_dag_in_airflow_and_failback_unpauses_it(
 ) -> None:
     """Through Airflow's REST API as the runbook's tasks reach it: after `pause_flow` the flow's DAG is paused in
     Airflow (not only fenced in Kafka), the reverse flow's DAG (paused here first) runs again once the failover
-    completes; a failback pauses the reverse flow's DAG and unpauses the original one."""
+    completes; a failback pauses the reverse flow's DAG and unpauses the original one.
+
+    Review (issue 22): a DAG unpaused in Airflow must also be free of its pause marker, or every run of it skips
+    and ends green, the state the native pause exists to end: the original flow after a failback stayed fenced by
+    the failover's marker, and the way back after a second failover by the first failback's."""
     from mirrorflow.airflow.native_pause import set_dags_paused
+    from mirrorflow.airflow.tasks import load_flow, pause_check
+
+    def fenced(flow: str) -> str | None:
+        return pause_check(load_flow(str(config), flow))
 
     config, _topic, group = _copied_flow(live_flow)
     config.write_text(config.read_text() + "B->A.enabled = true\nB->A.heartbeats.replication.enabled = false\n")
     failover = live_flow.dag(config, "mirrorflow_failover")  # the whole dags/ folder: both flow DAGs too
     base = {"primary": "A", "dr": "B", "groups": group, "dry_run": False, "fence": "none", "max_lag_records": 1000}
+    write_pause_marker(state_root / "failback-A-B-earlier", "B->A", "failback B->A")  # an earlier failback's
+    assert fenced("B->A") is not None
 
     run = failover.test(run_conf=base)
     assert run.state == "success", live_flow.states(run)
     assert dag_paused(airflow_api, "mirrorflow__A__B")
     assert live_flow.return_value(run, "pause_flow")["airflow"] == {"mirrorflow__A__B": "paused"}
     assert not dag_paused(airflow_api, "mirrorflow__B__A")
+    assert fenced("B->A") is None, "the way back is unpaused in Airflow, so it must copy, not skip green"
+    assert fenced("A->B") is not None
 
     set_dags_paused(["mirrorflow__B__A"], True, "test")  # as if paused by an earlier failback
     assert dag_paused(airflow_api, "mirrorflow__B__A")
@@ -452,6 +464,8 @@ def test_failover_pauses_the_flow_dag_in_airflow_and_failback_unpauses_it(
     assert dag_paused(airflow_api, "mirrorflow__B__A")  # the failback's own flow, fenced in Kafka and Airflow
     assert not dag_paused(airflow_api, "mirrorflow__A__B")  # home again: the original flow runs
     assert live_flow.return_value(back, "announce")["airflow"] == {"mirrorflow__A__B": "unpaused"}
+    assert fenced("A->B") is None, "home again: the original flow's DAG runs, so its marker must be gone"
+    assert fenced("B->A") is not None
     assert "api-test-password" not in caplog.text
 
 

@@ -37,7 +37,7 @@ from mirrorflow.airflow.drill_dag import DRILL_DAG_ID, build_drill_dag
 from mirrorflow.airflow.factory import CONFIG_ENV, START_DATE, config_file, repo_root
 from mirrorflow.airflow.native_pause import set_dags_paused
 from mirrorflow.config.loader import load_config
-from mirrorflow.core.errors import UsageError
+from mirrorflow.core.errors import MirrorflowError, UsageError
 from mirrorflow.replication.failover.options import FENCES, REDIRECTS, FailoverOptions, options_from_values
 from mirrorflow.replication.failover.step import STEP_NAMES
 
@@ -171,7 +171,7 @@ def build_runbook_dag(
         announce = PythonOperator(
             task_id=ANNOUNCE_TASK,
             python_callable=announce_step,
-            op_kwargs={"direction": direction, "config_path": config_path},
+            op_kwargs={"direction": direction, "config_path": config_path, "repo": str(repo)},
             outlets=[runbook_asset(direction)],
         )
         if previous is not None:
@@ -180,9 +180,10 @@ def build_runbook_dag(
     return dag
 
 
-def announce_step(direction: str, config_path: str, params: Mapping[str, Any], ti: Any) -> dict[str, Any]:
-    """After a run that moved clients: the runbook asset's event, and the reverse flow's DAG unpaused in Airflow
-    (the way back must run; after a failback it is the original flow, paused by the failover). A dry run is
+def announce_step(direction: str, config_path: str, repo: str, params: Mapping[str, Any], ti: Any) -> dict[str, Any]:
+    """After a run that moved clients: the runbook asset's event, and the reverse flow resumed, its pause markers
+    deleted and then its DAG unpaused in Airflow (the way back must run; after a failback it is the original flow,
+    paused by the failover). A DAG unpaused over a marker would skip every run and end green. A dry run is
     skipped (no event: DAGs scheduled on the asset must not start because somebody rehearsed)."""
     from airflow.sdk.exceptions import AirflowSkipException
 
@@ -202,8 +203,30 @@ def announce_step(direction: str, config_path: str, params: Mapping[str, Any], t
     left, arrived = (primary, dr) if direction == "failover" else (dr, primary)
     reverse = f"{arrived}->{left}"
     if any(flow.name == reverse for flow in load_config(config_path).flows):
+        extra["resumed"] = resume_reverse(config_path, reverse, Path(repo), direction)
         extra["airflow"] = set_dags_paused([flow_dag_id(arrived, left)], False, f"{direction}: the reverse flow")
     return extra
+
+
+def resume_reverse(config_path: str, flow_name: str, repo: Path, direction: str) -> list[str]:
+    """Delete the pause markers of `flow_name` (`pause_markers.resume`); a failure fails the task with the way
+    to finish by hand, before its DAG is unpaused."""
+    from mirrorflow.airflow.tasks import load_flow
+    from mirrorflow.replication.flow_clients import FlowClients
+    from mirrorflow.replication.flow_cycle import state_root_override
+    from mirrorflow.replication.pause_markers import resume
+
+    try:
+        flow = load_flow(config_path, flow_name)
+        with FlowClients(flow) as clients:
+            gone = resume(flow, clients, state_root_override(repo))
+    except MirrorflowError as err:
+        raise MirrorflowError(
+            f"the {direction} completed, but the way back {flow_name} could not be resumed: {err}. Run "
+            f"`mirrorflow unpause {config_path} --flow {flow_name}`, then clear this task (it unpauses the DAG)"
+        ) from err
+    log.info("%s: the way back %s resumed (%s)", direction, flow_name, "; ".join(gone) or "it was not paused")
+    return gone
 
 
 def _doc(direction: str, config_path: str) -> str:
