@@ -20,6 +20,7 @@ from mirrorflow.kafka.groups import remember_settings
 # librdkafka warns about consumer-only keys on producers and admins and vice versa; MM2 role configs are
 # composed per role already, so only the keys librdkafka refuses outright are dropped here.
 _CONSUMER_ONLY = (
+    "on_commit",  # a consumer callback (an Airflow connection may name one): producers and admins refuse it
     "group.id",
     "auto.offset.reset",
     "enable.auto.commit",
