@@ -150,3 +150,10 @@ def test_the_task_log_gets_totals_of_the_same_size_at_any_partition_count() -> N
     totals = json.loads(large)
     assert (totals["records"], totals["partitions"], totals["topics"]) == (100_000, 10_000, 50)
     assert "ranges" not in totals
+
+
+def test_spread_never_makes_more_groups_than_a_continuous_copys_cores() -> None:
+    """Review (issue 22): the cores win over `most_per_task` (tests/spark/test_standalone_sizing.py runs it)."""
+    assert partitions(spread(ranges(2), slots=2, most_per_task=8, most_groups=1)) == [[0, 1]]
+    assert [len(g) for g in spread(ranges(40), slots=2, most_per_task=8, most_groups=2)] == [20, 20]
+    assert len(spread(ranges(40), slots=8, most_per_task=8, most_groups=None)) == 8

@@ -49,6 +49,7 @@ SUMMARY_KEYS = (
     "offset_syncs",
     "max_latency_ms",
     "avg_latency_ms",
+    "spark_tasks",
 )
 
 
