@@ -203,14 +203,18 @@ def announce_step(direction: str, config_path: str, repo: str, params: Mapping[s
     left, arrived = (primary, dr) if direction == "failover" else (dr, primary)
     reverse = f"{arrived}->{left}"
     if any(flow.name == reverse for flow in load_config(config_path).flows):
-        extra["resumed"] = resume_reverse(config_path, reverse, Path(repo), direction)
-        extra["airflow"] = set_dags_paused([flow_dag_id(arrived, left)], False, f"{direction}: the reverse flow")
+        resumed, extra["resumed"] = resume_reverse(config_path, reverse, Path(repo), direction)
+        if resumed:  # else its DAG stays as it is: unpaused over a marker, it would skip every run and end green
+            extra["airflow"] = set_dags_paused([flow_dag_id(arrived, left)], False, f"{direction}: the reverse flow")
     return extra
 
 
-def resume_reverse(config_path: str, flow_name: str, repo: Path, direction: str) -> list[str]:
-    """Delete the pause markers of `flow_name` (`pause_markers.resume`); a failure fails the task with the way
-    to finish by hand, before its DAG is unpaused."""
+def resume_reverse(config_path: str, flow_name: str, repo: Path, direction: str) -> tuple[bool, str]:
+    """Delete the pause markers of `flow_name` (`pause_markers.resume`): (done, what happened). A failure (its
+    target down, as the old primary may be after an unplanned failover) is an ERROR line with the way to finish
+    by hand, not a failed task: the runbook completed, and its asset event must still reach the DAGs that wait."""
+    from confluent_kafka import KafkaException
+
     from mirrorflow.airflow.tasks import load_flow
     from mirrorflow.replication.flow_clients import FlowClients
     from mirrorflow.replication.flow_cycle import state_root_override
@@ -220,13 +224,16 @@ def resume_reverse(config_path: str, flow_name: str, repo: Path, direction: str)
         flow = load_flow(config_path, flow_name)
         with FlowClients(flow) as clients:
             gone = resume(flow, clients, state_root_override(repo))
-    except MirrorflowError as err:
-        raise MirrorflowError(
-            f"the {direction} completed, but the way back {flow_name} could not be resumed: {err}. Run "
-            f"`mirrorflow unpause {config_path} --flow {flow_name}`, then clear this task (it unpauses the DAG)"
-        ) from err
-    log.info("%s: the way back %s resumed (%s)", direction, flow_name, "; ".join(gone) or "it was not paused")
-    return gone
+    except (MirrorflowError, KafkaException) as err:
+        why = (
+            f"not resumed: {err}. Once its clusters answer, run `mirrorflow unpause {config_path} --flow "
+            f"{flow_name}` and unpause its DAG"
+        )
+        log.error("%s completed, but the way back %s is %s", direction, flow_name, why)
+        return False, why
+    what = "; ".join(gone) or "it was not paused"
+    log.info("%s: the way back %s resumed (%s)", direction, flow_name, what)
+    return True, f"resumed ({what})"
 
 
 def _doc(direction: str, config_path: str) -> str:
