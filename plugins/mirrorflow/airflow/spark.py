@@ -33,6 +33,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from mirrorflow.airflow.spark_sizing import submit_conf, timeout_message
 from mirrorflow.airflow.tasks import fail_fast, find_flow, load_flow, skip_if_paused
 from mirrorflow.config.overrides import CLUSTER_SETTINGS_ENV
+from mirrorflow.config.providers import secrets_in_clear
 from mirrorflow.core.errors import MirrorflowError, UsageError
 from mirrorflow.replication.job_summary import collect_summary, totals
 from mirrorflow.spark.packaging import ARCHIVE_ALIAS, is_standalone, package_py_files, packed_env
@@ -83,6 +84,21 @@ def _connection_deploy_mode(conn_id: str) -> str | None:
     except AirflowNotFoundException:
         return None
     return str(extra.get("deploy-mode") or "") or None
+
+
+def refuse_secrets_in_clear(config_path: str, flow: str) -> None:
+    """UsageError when the config, about to be shipped with `--files`, writes a secret in clear: Spark copies
+    it to the cluster's storage (YARN's staging directory; on Kubernetes `spark.kubernetes.file.upload.path`,
+    which it never cleans). Names keys and lines, never values."""
+    found = secrets_in_clear(config_path)
+    if found:
+        where = ", ".join(f"{key} (line {line})" for key, line in found)
+        raise UsageError(
+            f"the copy of flow {flow} runs in deploy-mode cluster, so {config_path} is copied to the cluster's "
+            f"storage, but it writes secrets in clear: {where}. Write them as references resolved where the driver "
+            "runs: ${env:VAR} (on Kubernetes from a Secret: mirrorflow.spark.conf.spark.kubernetes.driver."
+            "secretKeyRef.VAR = <secret>:<key>) or ${file:/path:key} on the driver's machine"
+        )
 
 
 def connection_master(conn: Any) -> str:
@@ -224,6 +240,7 @@ class MirrorflowCopyOperator(SparkSubmitOperator):
             else:  # the driver may run in the cluster: its totals come back through the target cluster
                 self.application_args += ["--summary-key", str(summary_key)]
             if in_cluster:  # the driver runs in the cluster: the config goes with it
+                refuse_secrets_in_clear(self.config_path, self.flow_name)
                 self.files = ",".join(filter(None, [base_files, self.config_path]))
                 self.application_args[0] = Path(self.config_path).name
             self.env_vars = {**base_env, **self._job_env(master)}
