@@ -487,9 +487,7 @@ def test_native_pause_without_the_connection_or_with_a_wrong_password_reports_an
     assert "not-the-password-123" not in caplog.text and "not-the-password-123" not in repr(wrong)
 
 
-def test_a_way_back_whose_cluster_does_not_answer_is_said_and_left_as_it_is(
-    tmp_path: Path, state_root: Path
-) -> None:
+def test_a_way_back_whose_cluster_does_not_answer_is_said_and_left_as_it_is(tmp_path: Path, state_root: Path) -> None:
     """After an unplanned failover the old primary (the way back's target) may be down: its markers cannot be
     deleted then, so its DAG is not unpaused (it would skip every run) and the task says what to run later; it
     does not fail, so the runbook's asset event still goes out."""
@@ -504,7 +502,7 @@ def test_a_way_back_whose_cluster_does_not_answer_is_said_and_left_as_it_is(
             return {"dry_run": False, "completed": True, "groups": 1}
 
     extra = announce_step("failover", str(config), str(tmp_path), {"primary": "A", "dr": "B"}, Report())
-    assert extra["resumed"].startswith("not resumed: ") and f"mirrorflow unpause {config} --flow B->A" in extra[
-        "resumed"
-    ], extra
+    assert (
+        extra["resumed"].startswith("not resumed: ") and f"mirrorflow unpause {config} --flow B->A" in extra["resumed"]
+    ), extra
     assert "airflow" not in extra

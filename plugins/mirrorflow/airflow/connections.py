@@ -76,7 +76,8 @@ def _through_hook(conn_id: str, extra: dict[str, Any]) -> dict[str, Any]:
     except AirflowOptionalProviderFeatureException as err:  # MSK IAM without the signer installed
         raise UsageError(f"Airflow connection {conn_id!r}: {err}") from None
     except ImportError as err:  # an allowlisted name that does not import here: a retry imports no better
-        named = ", ".join(f"{key} = {extra[key]}" for key in (*CALLBACK_KEYS, "log_cb") if isinstance(extra.get(key), str))
+        keys = [key for key in (*CALLBACK_KEYS, "log_cb") if isinstance(extra.get(key), str)]
+        named = ", ".join(f"{key} = {extra[key]}" for key in keys)
         raise UsageError(
             f"Airflow connection {conn_id!r} names a callback that cannot be imported here ({named}): {err}; "
             "fix the name, or install its module wherever Mirrorflow's clients run (Airflow workers, the Spark "

@@ -203,7 +203,9 @@ def copy_flow(
     return summary
 
 
-def spread_over_cores(flow: Flow, tasks: list[CopyTask], spark: SparkSession, *, interval: bool) -> list[list[CopyTask]]:
+def spread_over_cores(
+    flow: Flow, tasks: list[CopyTask], spark: SparkSession, *, interval: bool
+) -> list[list[CopyTask]]:
     """The Spark tasks of the copy (`spread`), within the application's `spark.cores.max` when it has one.
 
     Spark's default parallelism is at least 2 on a cluster whatever cores the application may hold, so the cap
