@@ -7,12 +7,13 @@ gets Mirrorflow's librdkafka logger (`mirrorflow.kafka.client_logs`) so that non
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient
 
+from mirrorflow.kafka.callbacks import resolve_callbacks
 from mirrorflow.kafka.client_logs import LoggedAdminClient, with_logger
 from mirrorflow.kafka.errors import AUTH_FAILURES_ATTR, client_error_cb, record_auth_failure
 from mirrorflow.kafka.groups import remember_settings
@@ -35,13 +36,28 @@ def _without(conf: Mapping[str, Any], prefixes: tuple[str, ...]) -> dict[str, An
     return {k: v for k, v in conf.items() if not k.startswith(prefixes)}
 
 
+def _beside(theirs: Any, ours: Callable[[KafkaError], None]) -> Callable[[KafkaError], None]:
+    """`ours` (Mirrorflow's error_cb: the authentication diagnosis, the log line), after the config's own
+    error_cb (an Airflow connection may name one) when there is one: neither replaces the other."""
+    if theirs is None:
+        return ours
+    named: Callable[[KafkaError], None] = resolve_callbacks({"error_cb": theirs})["error_cb"]
+
+    def both(error: KafkaError) -> None:
+        try:
+            named(error)
+        finally:
+            ours(error)
+
+    return both
+
+
 def admin_client(conf: Mapping[str, Any], *, logger: logging.Logger | None = None) -> AdminClient:
     """librdkafka's own log lines (e.g. every refused connection) go to `logger` (default: Mirrorflow's
     librdkafka logger); the failing call still raises with Kafka's error, which is what an operator needs."""
     settings: dict[str, Any] = dict(_without(conf, _CONSUMER_ONLY + _PRODUCER_ONLY))
-    failures: list[str] = []
-    if "error_cb" not in settings:
-        settings["error_cb"], failures = client_error_cb()
+    ours, failures = client_error_cb()
+    settings["error_cb"] = _beside(settings.get("error_cb"), ours)
     if logger is not None:
         settings["logger"] = logger
     admin = LoggedAdminClient(with_logger(settings))
@@ -50,7 +66,9 @@ def admin_client(conf: Mapping[str, Any], *, logger: logging.Logger | None = Non
 
 
 def producer(conf: Mapping[str, Any], **overrides: Any) -> Producer:
-    return Producer(with_logger({"error_cb": record_auth_failure, **_without(conf, _CONSUMER_ONLY), **overrides}))
+    settings: dict[str, Any] = {**_without(conf, _CONSUMER_ONLY), **overrides}
+    settings["error_cb"] = _beside(settings.get("error_cb"), record_auth_failure)
+    return Producer(with_logger(settings))
 
 
 def consumer(conf: Mapping[str, Any], **overrides: Any) -> Consumer:
