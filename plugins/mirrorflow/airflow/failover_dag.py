@@ -181,10 +181,11 @@ def build_runbook_dag(
 
 
 def announce_step(direction: str, config_path: str, repo: str, params: Mapping[str, Any], ti: Any) -> dict[str, Any]:
-    """After a run that moved clients: the runbook asset's event, and the reverse flow resumed, its pause markers
-    deleted and then its DAG unpaused in Airflow (the way back must run; after a failback it is the original flow,
-    paused by the failover). A DAG unpaused over a marker would skip every run and end green. A dry run is
-    skipped (no event: DAGs scheduled on the asset must not start because somebody rehearsed)."""
+    """After a run that moved clients: the runbook asset's event, the DAG of the flow clients left paused (again),
+    and the reverse flow resumed, its pause markers deleted and then its DAG unpaused in Airflow (the way back
+    must run; after a failback it is the original flow, paused by the failover). A DAG unpaused over a marker
+    would skip every run and end green. A dry run is skipped (no event: DAGs scheduled on the asset must not
+    start because somebody rehearsed)."""
     from airflow.sdk.exceptions import AirflowSkipException
 
     from mirrorflow.airflow.assets import annotate
@@ -201,11 +202,15 @@ def announce_step(direction: str, config_path: str, repo: str, params: Mapping[s
     annotate(runbook_asset(direction), extra)
     primary, dr = str(params.get("primary")), str(params.get("dr"))
     left, arrived = (primary, dr) if direction == "failover" else (dr, primary)
+    # Paused again (idempotent): `pause_flow` reports an API it could not reach and goes on, as the Kafka fence
+    # holds; the run's end is the next chance for the UI to show the flow paused.
+    extra["airflow"] = set_dags_paused([flow_dag_id(left, arrived)], True, f"{direction}: the flow clients left")
     reverse = f"{arrived}->{left}"
     if any(flow.name == reverse for flow in load_config(config_path).flows):
         resumed, extra["resumed"] = resume_reverse(config_path, reverse, Path(repo), direction)
         if resumed:  # else its DAG stays as it is: unpaused over a marker, it would skip every run and end green
-            extra["airflow"] = set_dags_paused([flow_dag_id(arrived, left)], False, f"{direction}: the reverse flow")
+            back = set_dags_paused([flow_dag_id(arrived, left)], False, f"{direction}: the reverse flow")
+            extra["airflow"] = {**extra["airflow"], **back}
     return extra
 
 
