@@ -204,13 +204,13 @@ def announce_step(direction: str, config_path: str, repo: str, params: Mapping[s
     left, arrived = (primary, dr) if direction == "failover" else (dr, primary)
     # Paused again (idempotent): `pause_flow` reports an API it could not reach and goes on, as the Kafka fence
     # holds; the run's end is the next chance for the UI to show the flow paused.
-    extra["airflow"] = set_dags_paused([flow_dag_id(left, arrived)], True, f"{direction}: the flow clients left")
+    in_airflow = set_dags_paused([flow_dag_id(left, arrived)], True, f"{direction}: the flow clients left")
     reverse = f"{arrived}->{left}"
     if any(flow.name == reverse for flow in load_config(config_path).flows):
         resumed, extra["resumed"] = resume_reverse(config_path, reverse, Path(repo), direction)
         if resumed:  # else its DAG stays as it is: unpaused over a marker, it would skip every run and end green
-            back = set_dags_paused([flow_dag_id(arrived, left)], False, f"{direction}: the reverse flow")
-            extra["airflow"] = {**extra["airflow"], **back}
+            in_airflow |= set_dags_paused([flow_dag_id(arrived, left)], False, f"{direction}: the reverse flow")
+    extra["airflow"] = in_airflow
     return extra
 
 
