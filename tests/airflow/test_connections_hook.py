@@ -6,12 +6,14 @@ these check the mapping of what the hook builds to names that can travel."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
 from mirrorflow.airflow.connections import _callback_names, connection_extra
 from mirrorflow.core.errors import UsageError
 from mirrorflow.kafka.callbacks import resolve_callbacks
+from mirrorflow.local.properties import mm2_config_text
 
 MSK = "b-1.demo.abcde1.c2.kafka.eu-west-3.amazonaws.com:9098"
 
@@ -69,3 +71,47 @@ def test_a_callback_the_hook_adds_for_another_cloud_is_refused_with_the_way_out(
 def test_an_unknown_callback_name_is_a_clear_error() -> None:
     with pytest.raises(UsageError, match=r"stats_cb = no\.such\.module\.fn"):
         resolve_callbacks({"stats_cb": "no.such.module.fn"})
+
+
+def commit_probe(_err: object, _partitions: object) -> None:
+    """An `on_commit` a connection may name (allowlisted in the tests that use it)."""
+
+
+PROBE = "tests.airflow.test_connections_hook.commit_probe"
+
+
+def test_an_allowlisted_callback_that_cannot_be_imported_is_a_usage_error_not_retried(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Review (issue 22): the provider's hook imports each allowlisted name; one that is not importable here
+    (a typo, a package missing on this worker) escaped as its raw ImportError, without the connection's name,
+    and was retried with backoff like a broker outage."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from mirrorflow.airflow.tasks import fail_fast
+
+    for name in ("no_such_module_mf.token", "os.no_such_function_mf"):
+        _connection(monkeypatch, "k_gone", {"bootstrap.servers": "h:9092", "oauth_cb": name})
+        monkeypatch.setenv("AIRFLOW__APACHE_KAFKA__CALLBACK_ALLOWLIST", name)
+        with pytest.raises(AirflowFailException, match=rf"'k_gone'.*oauth_cb.*{name}.*not retried"):
+            fail_fast(connection_extra)("k_gone")
+
+
+@pytest.mark.integration
+def test_a_consumer_callback_from_a_connection_does_not_break_the_sides_producers_and_admins(
+    monkeypatch: pytest.MonkeyPatch, write_config: Any, kafka_clusters: Any, unique_topic: Any
+) -> None:
+    """Review (issue 22): a connection's settings go to every client of its side, but librdkafka refuses
+    `on_commit` outside a consumer ("No such configuration property"), so every producer and admin of the side
+    failed to start, and each task was retried."""
+    from mirrorflow.airflow import tasks
+
+    monkeypatch.setenv("AIRFLOW__APACHE_KAFKA__CALLBACK_ALLOWLIST", PROBE)
+    _connection(monkeypatch, "k_commit", {"bootstrap.servers": kafka_clusters.bootstrap("B"), "on_commit": PROBE})
+    topic = unique_topic("oncommit")
+    bootstraps = {"A": kafka_clusters.bootstrap("A"), "B": "127.0.0.1:2"}  # B's address only in the connection
+    config = write_config(
+        mm2_config_text(bootstraps, f"A->B.enabled = true\nA->B.topics = {topic}\nB.mirrorflow.connection = k_commit\n")
+    )
+    summary = tasks.sync_topics(str(config), "A->B")
+    assert summary["flow"] == "A->B", summary

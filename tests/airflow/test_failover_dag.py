@@ -8,6 +8,7 @@ planned failover against the session's clusters A and B; a flow paused by a fail
 from __future__ import annotations
 
 import datetime as dt
+import gc
 import json
 import os
 import subprocess
@@ -427,23 +428,57 @@ def dag_paused(url: str, dag_id: str) -> bool:
 
 @pytest.mark.integration
 def test_failover_pauses_the_flow_dag_in_airflow_and_failback_unpauses_it(
-    live_flow: Any, state_root: Path, airflow_api: str, caplog: pytest.LogCaptureFixture
+    live_flow: Any,
+    state_root: Path,
+    airflow_api: str,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Through Airflow's REST API as the runbook's tasks reach it: after `pause_flow` the flow's DAG is paused in
     Airflow (not only fenced in Kafka), the reverse flow's DAG (paused here first) runs again once the failover
-    completes; a failback pauses the reverse flow's DAG and unpauses the original one."""
-    from mirrorflow.airflow.native_pause import set_dags_paused
+    completes; a failback pauses the reverse flow's DAG and unpauses the original one.
+
+    Review (issue 22): a DAG unpaused in Airflow must also be free of its pause marker, or every run of it skips
+    and ends green, the state the native pause exists to end: the original flow after a failback stayed fenced by
+    the failover's marker, and the way back after a second failover by the first failback's. And an API server
+    that refused the pause at `pause_flow` (the run goes on: the Kafka fence holds) left the DAG unpaused for
+    good; the run's `announce` pauses it again."""
+    from mirrorflow.airflow.native_pause import AirflowApi, ApiError, set_dags_paused
+    from mirrorflow.airflow.tasks import load_flow, pause_check
+
+    def fenced(flow: str) -> str | None:
+        return pause_check(load_flow(str(config), flow))
 
     config, _topic, group = _copied_flow(live_flow)
     config.write_text(config.read_text() + "B->A.enabled = true\nB->A.heartbeats.replication.enabled = false\n")
     failover = live_flow.dag(config, "mirrorflow_failover")  # the whole dags/ folder: both flow DAGs too
     base = {"primary": "A", "dr": "B", "groups": group, "dry_run": False, "fence": "none", "max_lag_records": 1000}
+    write_pause_marker(state_root / "failback-A-B-earlier", "B->A", "failback B->A")  # an earlier failback's
+    assert fenced("B->A") is not None
+    # The API server refuses the first pause (a blip at `pause_flow`): the run goes on, its end pauses again.
+    refused: list[str] = []
+    real_set_paused = AirflowApi.set_paused
+
+    def blip_once(api: AirflowApi, dag_id: str, paused: bool) -> bool:
+        if not refused:
+            refused.append(dag_id)
+            raise ApiError(f"PATCH {dag_id}: HTTP 503 Service Unavailable (injected)")
+        return real_set_paused(api, dag_id, paused)
+
+    monkeypatch.setattr(AirflowApi, "set_paused", blip_once)
 
     run = failover.test(run_conf=base)
     assert run.state == "success", live_flow.states(run)
-    assert dag_paused(airflow_api, "mirrorflow__A__B")
-    assert live_flow.return_value(run, "pause_flow")["airflow"] == {"mirrorflow__A__B": "paused"}
+    assert refused == ["mirrorflow__A__B"]
+    assert live_flow.return_value(run, "pause_flow")["airflow"]["mirrorflow__A__B"].startswith("not paused: ")
+    assert dag_paused(airflow_api, "mirrorflow__A__B")  # paused again by the run's `announce`
+    assert live_flow.return_value(run, "announce")["airflow"] == {
+        "mirrorflow__A__B": "paused",
+        "mirrorflow__B__A": "unpaused",
+    }
     assert not dag_paused(airflow_api, "mirrorflow__B__A")
+    assert fenced("B->A") is None, "the way back is unpaused in Airflow, so it must copy, not skip green"
+    assert fenced("A->B") is not None
 
     set_dags_paused(["mirrorflow__B__A"], True, "test")  # as if paused by an earlier failback
     assert dag_paused(airflow_api, "mirrorflow__B__A")
@@ -451,7 +486,12 @@ def test_failover_pauses_the_flow_dag_in_airflow_and_failback_unpauses_it(
     assert back.state == "success", live_flow.states(back)
     assert dag_paused(airflow_api, "mirrorflow__B__A")  # the failback's own flow, fenced in Kafka and Airflow
     assert not dag_paused(airflow_api, "mirrorflow__A__B")  # home again: the original flow runs
-    assert live_flow.return_value(back, "announce")["airflow"] == {"mirrorflow__A__B": "unpaused"}
+    assert live_flow.return_value(back, "announce")["airflow"] == {
+        "mirrorflow__B__A": "paused",
+        "mirrorflow__A__B": "unpaused",
+    }
+    assert fenced("A->B") is None, "home again: the original flow's DAG runs, so its marker must be gone"
+    assert fenced("B->A") is not None
     assert "api-test-password" not in caplog.text
 
 
@@ -471,3 +511,25 @@ def test_native_pause_without_the_connection_or_with_a_wrong_password_reports_an
         "mirrorflow__A__B": f"not unpaused: no connection {AIRFLOW_API_CONN_ID}"
     }
     assert "not-the-password-123" not in caplog.text and "not-the-password-123" not in repr(wrong)
+
+
+def test_a_way_back_whose_cluster_does_not_answer_is_said_and_left_as_it_is(tmp_path: Path, state_root: Path) -> None:
+    """After an unplanned failover the old primary (the way back's target) may be down: its markers cannot be
+    deleted then, so its DAG is not unpaused (it would skip every run) and the task says what to run later; it
+    does not fail, so the runbook's asset event still goes out."""
+    from mirrorflow.airflow.failover_dag import announce_step
+
+    config = offline_config(tmp_path)
+    config.write_text(config.read_text() + "B->A.enabled = true\nadmin.timeout.ms = 2000\n")
+
+    class Report:
+        @staticmethod
+        def xcom_pull(task_ids: str) -> dict[str, Any]:
+            return {"dry_run": False, "completed": True, "groups": 1}
+
+    extra = announce_step("failover", str(config), str(tmp_path), {"primary": "A", "dr": "B"}, Report())
+    assert (
+        extra["resumed"].startswith("not resumed: ") and f"mirrorflow unpause {config} --flow B->A" in extra["resumed"]
+    ), extra
+    assert "mirrorflow__B__A" not in extra["airflow"], extra  # not unpaused (the flow clients left: paused)
+    gc.collect()  # the failed attempt's clients (in the caught error's frames) stop dialling the closed ports

@@ -289,5 +289,17 @@ def test_a_triggered_flow_dag_runs_under_the_scheduler_on_postgres(
     assert airflow.query("SELECT is_paused FROM dag WHERE dag_id = %s", DAG_ID) == [(True,)]
     run_to_end(airflow, "mirrorflow_failback", runbook)
     assert (airflow.dag_paused(DAG_ID), airflow.dag_paused(REVERSE_DAG_ID)) == (False, True)
+    # ...and in Kafka, where the tasks look (review, issue 22): the original flow's DAG runs again, so the
+    # failover's marker is gone (else each run would skip and end green); the failback's own holds.
+    from mirrorflow.airflow.tasks import load_flow, pause_check
+    from mirrorflow.replication.flow_clients import FlowClients
+    from mirrorflow.replication.pause_markers import unpause
+
+    config = airflow.env["MIRRORFLOW_CONFIG"]
+    assert pause_check(load_flow(config, "A->B")) is None
+    reverse = load_flow(config, "B->A")
+    assert "paused by a failback" in str(pause_check(reverse))
+    with FlowClients(reverse) as clients:
+        assert unpause(reverse, clients)  # the session's clusters are shared: no flow left paused on them
     task_logs = "".join(p.read_text(errors="replace") for p in (airflow.home / "logs").rglob("*.log"))
     assert "mirrorflow__A__B" in task_logs and API_PASSWORD not in task_logs

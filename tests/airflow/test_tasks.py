@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import gc
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
@@ -181,3 +183,57 @@ def test_a_heartbeat_only_pair_creates_its_topic_and_beats_once_per_interval_run
         assert _heartbeats_on(kafka_admin("A"), checker) >= 1
     finally:
         checker.close()
+
+
+@pytest.mark.integration
+def test_a_pause_check_that_cannot_tell_mid_run_fails_the_loops_task_instead_of_ending_it_green(
+    tmp_path: Path,
+    kafka_clusters: LocalClusters,
+    kafka_producer: Callable[..., Any],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Review (issue 22): the loops task asks before each round whether a failover paused the flow; an answer it
+    cannot get (here: a runbook writer's transaction left open on the runbook topic) ended every loop for the
+    rest of the run and the task succeeded, so heartbeats, checkpoints and group sync stopped unseen. At the
+    start of a task the same answer fails it, to be retried (`skip_if_paused`); mid-run now too."""
+    from mirrorflow.core.errors import MirrorflowError
+    from mirrorflow.core.runbook_record import RUNBOOK_TOPIC
+    from mirrorflow.kafka.runbook_store import ensure_runbook_topic
+    from mirrorflow.replication import flow_cycle
+    from mirrorflow.replication.flow_clients import FlowClients
+    from mirrorflow.replication.pause_markers import forget_checked
+
+    config = _pair_config(
+        tmp_path / "mm2.properties",
+        kafka_clusters,
+        "mirrorflow.copy.run.seconds = 30\nemit.heartbeats.interval.seconds = 1\nemit.checkpoints.enabled = false\n",
+    )
+    tasks.sync_topics(config, "A->B")
+    with FlowClients(tasks.load_flow(config, "A->B")) as clients:
+        ensure_runbook_topic(clients.target_admin, "B", RUNBOOK_TOPIC, 1, 30)
+    held = kafka_producer("B", {"transactional.id": f"held-{time.time_ns()}", "transaction.timeout.ms": 120000})
+    real, opened = flow_cycle.run_control_plane, []
+
+    def beat_then_hold(*args: object, **kwargs: object) -> object:
+        """The first heartbeat round, then a transaction held open on the runbook topic (deterministic: before
+        the loop's next pause check, whose cached answer is dropped)."""
+        report = real(*args, **kwargs)  # type: ignore[arg-type]
+        if not opened:
+            held.init_transactions(30)
+            held.begin_transaction()
+            held.produce(RUNBOOK_TOPIC, key=b'["held"]', value=b"{}", partition=0)
+            assert held.flush(10) == 0
+            forget_checked()
+            opened.append(True)
+        return report
+
+    monkeypatch.setattr(flow_cycle, "run_control_plane", beat_then_hold)
+    started = time.monotonic()
+    try:
+        with pytest.raises(MirrorflowError, match="open transaction"):
+            tasks.loops(config, "A->B")
+        assert time.monotonic() - started < 20  # failed at the check, not after its 30 s of quiet
+    finally:
+        held.abort_transaction(30)
+        monkeypatch.undo()  # drops the wrapper, and with it the held producer, before the brokers stop
+        gc.collect()  # the failed task's frames (its clients) sit in reference cycles of the caught error

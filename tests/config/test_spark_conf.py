@@ -47,6 +47,15 @@ def test_the_spark_ui_is_off_only_for_local_masters_and_a_flow_can_turn_it_on(lo
         ("mirrorflow.spark.conf.spark.master = local", "Mirrorflow sets spark.master itself", "remove the line"),
         ("mirrorflow.spark.conf.spark.pyspark.python = python3", "sets spark.pyspark.python", "remove the line"),
         ("mirrorflow.spark.conf.eventLog.enabled = true", "not a Spark property", "spark.<property>"),
+        # Review (issue 22): the copy job's driver takes connection settings (callback names among them, past the
+        # provider's allowlist) from this variable; set through Spark, it skipped the allowlist and showed the
+        # settings as configuration.
+        (
+            "mirrorflow.spark.conf.spark.kubernetes.driverEnv.MIRRORFLOW_CLUSTER_SETTINGS = {}",
+            "MIRRORFLOW_CLUSTER_SETTINGS",
+            "<alias>.mirrorflow.connection",
+        ),
+        ("mirrorflow.spark.conf.spark.yarn.appMasterEnv.MIRRORFLOW_CLUSTER_SETTINGS = {}", "only from", "remove"),
         ("mirrorflow.spark.conf. = x", "names no Spark property", "mirrorflow.spark.conf.<spark property>"),
         ("mirrorflow.spark.executor.memory = lots", "expected a Spark memory size", "= 2g or 512m"),
         ("a->b.mirrorflow.spark.driver.memory = 1.5g", "expected a Spark memory size", "512m"),
@@ -100,3 +109,10 @@ def test_the_interval_timeout_defaults_to_an_hour_and_its_message_says_what_to_d
     assert "did not finish within 3600 s" in text and "WAITING" in text
     assert "mirrorflow.spark.total.executor.cores" in text and "mirrorflow.copy.interval.timeout.seconds" in text
     assert "resumes from the positions the copy committed" in text
+
+
+def test_the_refused_variable_is_the_one_the_copy_job_reads() -> None:
+    from mirrorflow.config.overrides import CLUSTER_SETTINGS_ENV
+    from mirrorflow.config.spark_conf import CLUSTER_SETTINGS_VARIABLE
+
+    assert CLUSTER_SETTINGS_VARIABLE == CLUSTER_SETTINGS_ENV

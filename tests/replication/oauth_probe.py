@@ -25,3 +25,14 @@ def unsecured_token(_oauthbearer_config: str) -> tuple[str, float]:
             out.write(f"{os.getpid()}\n")
     token = f"{_part({'alg': 'none'})}.{_part({'sub': SUBJECT, 'iat': int(now), 'exp': int(now) + 3600})}."
     return token, now + 3600
+
+
+ERROR_CALLS_ENV = "MF_TEST_ERROR_CALLS"
+
+
+def error_probe(error: object) -> None:
+    """An `error_cb` a connection may name: appends each error's text to the file in `ERROR_CALLS_ENV`."""
+    calls = os.environ.get(ERROR_CALLS_ENV)
+    if calls:
+        with open(calls, "a", encoding="utf-8") as out:
+            out.write(f"{error}\n")

@@ -165,3 +165,10 @@ def test_idle_partitions_and_the_spark_tasks_they_hold_are_counted() -> None:
     results.append(result("busy", 1, 3))
     assert idle_counts(groups, results) == {"idle_partitions": 3, "idle_spark_tasks": 1}
     assert idle_counts([], []) == {"idle_partitions": 0, "idle_spark_tasks": 0}
+
+
+def test_spread_never_makes_more_groups_than_a_continuous_copys_cores() -> None:
+    """Review (issue 22): the cores win over `most_per_task` (tests/spark/test_standalone_sizing.py runs it)."""
+    assert partitions(spread(ranges(2), slots=2, most_per_task=8, most_groups=1)) == [[0, 1]]
+    assert [len(g) for g in spread(ranges(40), slots=2, most_per_task=8, most_groups=2)] == [20, 20]
+    assert len(spread(ranges(40), slots=8, most_per_task=8, most_groups=None)) == 8

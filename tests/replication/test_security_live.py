@@ -10,6 +10,7 @@ and stderr is searched for every secret value.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
@@ -24,7 +25,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 from tests.kafka_helpers import commit_when_ready, read_partition
-from tests.replication.oauth_probe import OAUTH_CALLS_ENV
+from tests.replication.oauth_probe import ERROR_CALLS_ENV, OAUTH_CALLS_ENV
 from tests.spark.copy_probe import copy_operator
 from tests.spark.standalone import Standalone
 
@@ -44,6 +45,7 @@ COMMITTED = 60
 ENV_PASSWORD = "MF_TEST_SCRAM_PASSWORD"
 OAUTH_LOGIN = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 OAUTH_CB = "tests.replication.oauth_probe.unsecured_token"
+ERROR_CB = "tests.replication.oauth_probe.error_probe"
 
 
 @dataclass
@@ -333,3 +335,37 @@ def test_an_oauth_callback_named_in_a_connection_authenticates_the_control_plane
     assert str(os.getpid()) in askers and len(askers) >= 2, askers  # this process, and the copy job's
     out, err = capfd.readouterr()
     assert_no_secret([*secured.secrets, wrong], out, err)
+
+
+def test_an_error_callback_named_in_a_connection_runs_beside_mirrorflows_own(
+    secured: Secured, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review (issue 22): a connection's `error_cb` replaced Mirrorflow's on every client of its side, so a wrong
+    password read as a transport failure (the "authentication failed (...)" diagnosis comes from Mirrorflow's
+    own callback). Both run now: the operator's sees every error event, the message still says why."""
+    from mirrorflow.airflow.tasks import load_flow
+    from mirrorflow.core.errors import MirrorflowError
+    from mirrorflow.replication.discovery import discover
+    from mirrorflow.replication.flow_clients import FlowClients
+
+    wrong = f"mfwrong{uuid.uuid4().hex}"
+    config = tmp_path / "errcb.properties"
+    config.write_text(
+        secured.mm2_text(
+            flow_body("t", "g") + "admin.timeout.ms = 10000\nscram.mirrorflow.connection = kafka_errcb\n",
+            scram_password=wrong,
+        )
+    )
+    extra = {"bootstrap.servers": secured.scram.bootstrap("scram"), "error_cb": ERROR_CB}
+    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_ERRCB", json.dumps({"conn_type": "kafka", "extra": extra}))
+    monkeypatch.setenv("AIRFLOW__APACHE_KAFKA__CALLBACK_ALLOWLIST", ERROR_CB)
+    calls = tmp_path / "error-calls"
+    monkeypatch.setenv(ERROR_CALLS_ENV, str(calls))
+    flow = load_flow(str(config), "scram->tls")
+    with FlowClients(flow) as clients, pytest.raises(MirrorflowError) as failed:
+        discover(flow, clients)
+    assert "authentication failed (" in str(failed.value), failed.value
+    assert calls.is_file() and "SASL" in calls.read_text(), "the connection's own error_cb saw the failure"
+    assert wrong not in str(failed.value)
+    del failed
+    gc.collect()  # the failed call's frames hold its clients: freed before the module's brokers stop

@@ -168,3 +168,29 @@ def test_two_flows_copy_at_once_within_their_cores_and_a_starved_copy_times_out_
         assert "result" in result, result.get("error", result["output"][-5000:])
     copied = {r["result"]["flow"]: r["result"]["records"] for r in results}
     assert copied == {"A->B": 2 * 50, "B->A": 4 * 50}, copied
+
+
+def test_a_continuous_copy_runs_no_more_spark_tasks_than_its_cores(
+    tmp_path: Path, standalone: Standalone, kafka: KafkaKit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review (issue 22): the copy spread its ranges over Spark's default parallelism, at least 2 on a standalone
+    master, while the task capped the application at one core for a flow of up to
+    `mirrorflow.copy.partitions.per.task` partitions. In continuous mode a Spark task waiting for a core copies
+    nothing until the first one's whole run has ended: half the partitions lagged by `run.seconds` every run, and
+    the copy took twice as long."""
+    from tests.spark.copy_probe import copy_operator
+
+    topic = kafka.topic("onecore")
+    produce(kafka, "A", topic, 2)
+    config = tmp_path / "mm2.properties"
+    config.write_text(
+        mm2_config_text({a: kafka.bootstrap(a) for a in ("A", "B")})
+        + f"A->B.enabled = true\nA->B.topics = {topic}\nheartbeats.replication.enabled = false\n"
+        "mirrorflow.copy.mode = continuous\nmirrorflow.spark.executor.memory = 512m\n"
+    )
+    run_control_plane(load_config(config).flow("A->B"))
+    monkeypatch.setenv("AIRFLOW_CONN_MIRRORFLOW_SPARK", json.dumps({"conn_type": "spark", "host": standalone.master}))
+    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
+    result = copy_operator(config, "A->B", mode="continuous", run_seconds=5, driver_memory="512m").execute({})
+    assert result is not None and result["records"] == 2 * 50, result
+    assert result["spark_tasks"] == 1, result  # spark.cores.max = 1: 2 partitions, 8 per Spark task

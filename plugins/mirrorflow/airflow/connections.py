@@ -54,13 +54,13 @@ def connection_extra(conn_id: str) -> dict[str, str]:
             f"Airflow connection {conn_id!r} nests its settings under 'config'; the Kafka provider expects "
             "the librdkafka settings directly in the extra JSON (a flat object)"
         )
-    built = _through_hook(conn_id)
+    built = _through_hook(conn_id, extra)
     settings = {key: _text(value) for key, value in extra.items() if key not in CALLBACK_KEYS}
     settings.update(_callback_names(conn_id, extra, built))
     return settings
 
 
-def _through_hook(conn_id: str) -> dict[str, Any]:
+def _through_hook(conn_id: str, extra: dict[str, Any]) -> dict[str, Any]:
     """The provider hook's config for `conn_id` (callbacks vetted and resolved, managed OAuth added)."""
     from airflow.providers.apache.kafka.hooks.base import KafkaBaseHook
     from airflow.providers.common.compat.sdk import AirflowOptionalProviderFeatureException
@@ -75,6 +75,14 @@ def _through_hook(conn_id: str) -> dict[str, Any]:
         ) from None
     except AirflowOptionalProviderFeatureException as err:  # MSK IAM without the signer installed
         raise UsageError(f"Airflow connection {conn_id!r}: {err}") from None
+    except ImportError as err:  # an allowlisted name that does not import here: a retry imports no better
+        keys = [key for key in (*CALLBACK_KEYS, "log_cb") if isinstance(extra.get(key), str)]
+        named = ", ".join(f"{key} = {extra[key]}" for key in keys)
+        raise UsageError(
+            f"Airflow connection {conn_id!r} names a callback that cannot be imported here ({named}): {err}; "
+            "fix the name, or install its module wherever Mirrorflow's clients run (Airflow workers, the Spark "
+            "driver and executors)"
+        ) from None
     return built
 
 

@@ -37,7 +37,7 @@ from mirrorflow.airflow.drill_dag import DRILL_DAG_ID, build_drill_dag
 from mirrorflow.airflow.factory import CONFIG_ENV, START_DATE, config_file, repo_root
 from mirrorflow.airflow.native_pause import set_dags_paused
 from mirrorflow.config.loader import load_config
-from mirrorflow.core.errors import UsageError
+from mirrorflow.core.errors import MirrorflowError, UsageError
 from mirrorflow.replication.failover.options import FENCES, REDIRECTS, FailoverOptions, options_from_values
 from mirrorflow.replication.failover.step import STEP_NAMES
 
@@ -171,7 +171,7 @@ def build_runbook_dag(
         announce = PythonOperator(
             task_id=ANNOUNCE_TASK,
             python_callable=announce_step,
-            op_kwargs={"direction": direction, "config_path": config_path},
+            op_kwargs={"direction": direction, "config_path": config_path, "repo": str(repo)},
             outlets=[runbook_asset(direction)],
         )
         if previous is not None:
@@ -180,10 +180,12 @@ def build_runbook_dag(
     return dag
 
 
-def announce_step(direction: str, config_path: str, params: Mapping[str, Any], ti: Any) -> dict[str, Any]:
-    """After a run that moved clients: the runbook asset's event, and the reverse flow's DAG unpaused in Airflow
-    (the way back must run; after a failback it is the original flow, paused by the failover). A dry run is
-    skipped (no event: DAGs scheduled on the asset must not start because somebody rehearsed)."""
+def announce_step(direction: str, config_path: str, repo: str, params: Mapping[str, Any], ti: Any) -> dict[str, Any]:
+    """After a run that moved clients: the runbook asset's event, the DAG of the flow clients left paused (again),
+    and the reverse flow resumed, its pause markers deleted and then its DAG unpaused in Airflow (the way back
+    must run; after a failback it is the original flow, paused by the failover). A DAG unpaused over a marker
+    would skip every run and end green. A dry run is skipped (no event: DAGs scheduled on the asset must not
+    start because somebody rehearsed)."""
     from airflow.sdk.exceptions import AirflowSkipException
 
     from mirrorflow.airflow.assets import annotate
@@ -200,10 +202,43 @@ def announce_step(direction: str, config_path: str, params: Mapping[str, Any], t
     annotate(runbook_asset(direction), extra)
     primary, dr = str(params.get("primary")), str(params.get("dr"))
     left, arrived = (primary, dr) if direction == "failover" else (dr, primary)
+    # Paused again (idempotent): `pause_flow` reports an API it could not reach and goes on, as the Kafka fence
+    # holds; the run's end is the next chance for the UI to show the flow paused.
+    in_airflow = set_dags_paused([flow_dag_id(left, arrived)], True, f"{direction}: the flow clients left")
     reverse = f"{arrived}->{left}"
     if any(flow.name == reverse for flow in load_config(config_path).flows):
-        extra["airflow"] = set_dags_paused([flow_dag_id(arrived, left)], False, f"{direction}: the reverse flow")
+        resumed, extra["resumed"] = resume_reverse(config_path, reverse, Path(repo), direction)
+        if resumed:  # else its DAG stays as it is: unpaused over a marker, it would skip every run and end green
+            in_airflow |= set_dags_paused([flow_dag_id(arrived, left)], False, f"{direction}: the reverse flow")
+    extra["airflow"] = in_airflow
     return extra
+
+
+def resume_reverse(config_path: str, flow_name: str, repo: Path, direction: str) -> tuple[bool, str]:
+    """Delete the pause markers of `flow_name` (`pause_markers.resume`): (done, what happened). A failure (its
+    target down, as the old primary may be after an unplanned failover) is an ERROR line with the way to finish
+    by hand, not a failed task: the runbook completed, and its asset event must still reach the DAGs that wait."""
+    from confluent_kafka import KafkaException
+
+    from mirrorflow.airflow.tasks import load_flow
+    from mirrorflow.replication.flow_clients import FlowClients
+    from mirrorflow.replication.flow_cycle import state_root_override
+    from mirrorflow.replication.pause_markers import resume
+
+    try:
+        flow = load_flow(config_path, flow_name)
+        with FlowClients(flow) as clients:
+            gone = resume(flow, clients, state_root_override(repo))
+    except (MirrorflowError, KafkaException) as err:
+        why = (
+            f"not resumed: {err}. Once its clusters answer, run `mirrorflow unpause {config_path} --flow "
+            f"{flow_name}` and unpause its DAG"
+        )
+        log.error("%s completed, but the way back %s is %s", direction, flow_name, why)
+        return False, why
+    what = "; ".join(gone) or "it was not paused"
+    log.info("%s: the way back %s resumed (%s)", direction, flow_name, what)
+    return True, f"resumed ({what})"
 
 
 def _doc(direction: str, config_path: str) -> str:

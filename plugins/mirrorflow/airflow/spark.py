@@ -33,6 +33,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from mirrorflow.airflow.spark_sizing import submit_conf, timeout_message
 from mirrorflow.airflow.tasks import fail_fast, find_flow, load_flow, skip_if_paused
 from mirrorflow.config.overrides import CLUSTER_SETTINGS_ENV
+from mirrorflow.config.providers import secrets_in_clear
 from mirrorflow.core.errors import MirrorflowError, UsageError
 from mirrorflow.replication.job_summary import COUNTS, collect_summary, totals
 from mirrorflow.spark.packaging import ARCHIVE_ALIAS, is_standalone, package_py_files, packed_env
@@ -57,10 +58,12 @@ def driver_is_here(master: str) -> bool:
     return is_local(master) or is_standalone(master)
 
 
-def cluster_deploy(conn_id: str = SPARK_CONN_ID) -> bool:
-    """Whether the driver runs inside the cluster: the Spark connection's `deploy-mode` extra, as the provider
-    reads it (a flow cannot set `spark.submit.deployMode`: `config/spark_conf.py`)."""
-    return str(_connection_deploy_mode(conn_id) or "client").strip().lower() == "cluster"
+def cluster_deploy(conn_id: str = SPARK_CONN_ID, operator_mode: str | None = None) -> bool:
+    """Whether the driver runs inside the cluster, as the provider decides it: the operator's own `deploy_mode=`
+    (a hand-written DAG's), else the Spark connection's `deploy-mode` extra (a flow cannot set
+    `spark.submit.deployMode`: `config/spark_conf.py`)."""
+    mode = operator_mode or _connection_deploy_mode(conn_id) or "client"
+    return str(mode).strip().lower() == "cluster"
 
 
 def _connection_deploy_mode(conn_id: str) -> str | None:
@@ -72,6 +75,21 @@ def _connection_deploy_mode(conn_id: str) -> str | None:
     except AirflowNotFoundException:
         return None
     return str(extra.get("deploy-mode") or "") or None
+
+
+def refuse_secrets_in_clear(config_path: str, flow: str) -> None:
+    """UsageError when the config, about to be shipped with `--files`, writes a secret in clear: Spark copies
+    it to the cluster's storage (YARN's staging directory; on Kubernetes `spark.kubernetes.file.upload.path`,
+    which it never cleans). Names keys and lines, never values."""
+    found = secrets_in_clear(config_path)
+    if found:
+        where = ", ".join(f"{key} (line {line})" for key, line in found)
+        raise UsageError(
+            f"the copy of flow {flow} runs in deploy-mode cluster, so {config_path} is copied to the cluster's "
+            f"storage, but it writes secrets in clear: {where}. Write them as references resolved where the driver "
+            "runs: ${env:VAR} (on Kubernetes from a Secret: mirrorflow.spark.conf.spark.kubernetes.driver."
+            "secretKeyRef.VAR = <secret>:<key>) or ${file:/path:key} on the driver's machine"
+        )
 
 
 def connection_master(conn: Any) -> str:
@@ -159,6 +177,7 @@ class MirrorflowCopyOperator(SparkSubmitOperator):
         self._master_seen: str | None = None
         self._submitted = False  # whether spark-submit was started (on_kill has something to kill)
         self.binary = kwargs.get("spark_binary") or "spark-submit"
+        self.deploy_mode_argument: str | None = kwargs.get("deploy_mode")
         self.copy_mode = copy_mode
 
     def execute(self, context: Any) -> dict[str, Any] | None:  # type: ignore[override]  # the totals go to XCom
@@ -195,6 +214,13 @@ class MirrorflowCopyOperator(SparkSubmitOperator):
             tempfile.TemporaryDirectory(prefix="mirrorflow-copy-") as tmp,
         ):
             self._master_seen = master
+            in_cluster = cluster_deploy(SPARK_CONN_ID, self.deploy_mode_argument)
+            if in_cluster and driver_is_here(master):
+                raise UsageError(
+                    f"the copy of flow {self.flow_name} is to run in deploy-mode cluster on {master}, but Spark runs "
+                    "a Python application's driver in the cluster on YARN and Kubernetes only; remove deploy-mode "
+                    f"from the Airflow connection {SPARK_CONN_ID} (or the operator's deploy_mode)"
+                )
             flow = find_flow(self.config_path, self.flow_name, self.clusters)
             self.conf = {**(base_ship[1] or {}), **submit_conf(flow, master)}
             summary_file = Path(tmp) / "summary.json" if driver_is_here(master) else None
@@ -204,7 +230,8 @@ class MirrorflowCopyOperator(SparkSubmitOperator):
                 self.application_args += ["--summary-file", str(summary_file)]
             else:  # the driver may run in the cluster: its totals come back through the target cluster
                 self.application_args += ["--summary-key", str(summary_key)]
-            if cluster_deploy():  # the driver runs in the cluster: the config goes with it
+            if in_cluster:  # the driver runs in the cluster: the config goes with it
+                refuse_secrets_in_clear(self.config_path, self.flow_name)
                 self.files = ",".join(filter(None, [base_files, self.config_path]))
                 self.application_args[0] = Path(self.config_path).name
             self.env_vars = {**base_env, **self._job_env(master)}

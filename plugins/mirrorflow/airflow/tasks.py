@@ -14,8 +14,8 @@ A flow a failover paused (its marker in the runbook topic on the flow's target, 
 air-gapped override `$MIRRORFLOW_STATE_DIR`, also a `paused-flow.json` marker under it) skips every task with
 the marker's reason, so the copy task downstream skips too; so does a check that cannot tell (the target does
 not answer, or an open transaction holds the runbook topic). In continuous mode the heartbeat, checkpoint and
-group sync tasks check again before each round and stop when paused; the copy itself runs until its run ends
-(`mirrorflow.copy.run.seconds`).
+group sync tasks check again before each round and stop when paused, and fail (to be retried) when the check
+cannot tell; the copy itself runs until its run ends (`mirrorflow.copy.run.seconds`).
 
 Replication modules are imported inside the callables: the scheduler's DAG parser never loads Kafka clients.
 """
@@ -98,7 +98,9 @@ def skip_if_paused(flow: Flow) -> None:
 
 
 def pause_check(flow: Flow, max_age_s: float = 0.0) -> str | None:
-    """Why the flow must not run now (`flow_paused`, an unknown answer included), or None."""
+    """Why a failover paused the flow (`flow_paused`), or None: what a loop asks before each round. When that
+    cannot be told the task fails, to be retried, as `skip_if_paused` does at its start: ending the rounds would
+    stop heartbeats, checkpoints and group sync for the rest of the run behind a green task."""
     from mirrorflow.replication.flow_clients import FlowClients
     from mirrorflow.replication.flow_cycle import flow_paused, state_root_override
     from mirrorflow.replication.pause_markers import PauseUnknown
@@ -107,7 +109,7 @@ def pause_check(flow: Flow, max_age_s: float = 0.0) -> str | None:
         with FlowClients(flow) as clients:
             return flow_paused(flow, clients, state_root_override(REPO), max_age_s)
     except PauseUnknown as err:
-        return str(err)
+        raise MirrorflowError(f"the pause check on cluster '{flow.target}' failed, so the rounds stop: {err}") from None
 
 
 def repeat(

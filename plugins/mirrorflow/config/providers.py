@@ -125,6 +125,23 @@ def has_reference(value: str) -> bool:
     return REFERENCE.search(value) is not None
 
 
+def secrets_in_clear(path: str | Path) -> list[tuple[str, int | None]]:
+    """(key, line) of each secret the file writes in clear: a key `is_secret_key` flags whose value holds no
+    `${...}` reference. For a file that is about to be copied somewhere (Spark's cluster deploy mode ships it);
+    never the values."""
+    from mirrorflow.config.keys import is_secret_key
+    from mirrorflow.config.properties_file import read_properties
+
+    props = read_properties(path, IssueLog(str(path)))
+    if props is None:
+        return []
+    return [
+        (key, props.lines.get(key))
+        for key, value in sorted(props.values.items(), key=lambda kv: props.lines.get(kv[0], 0))
+        if is_secret_key(key) and value.strip() and not has_reference(value)
+    ]
+
+
 def _file_value(text: str, path: Path, key: str) -> str:
     try:
         data = path.read_bytes()

@@ -44,6 +44,10 @@ RESERVED: dict[str, str] = {
 }
 """Spark properties Mirrorflow sets for the copy, with why a flow may not."""
 
+CLUSTER_SETTINGS_VARIABLE = "MIRRORFLOW_CLUSTER_SETTINGS"
+"""`config.overrides.CLUSTER_SETTINGS_ENV`: no `mirrorflow.spark.conf.*` may set it as an environment variable of
+the driver or executors (`spark.kubernetes.driverEnv.*`, `spark.yarn.appMasterEnv.*`, `spark.executorEnv.*`)."""
+
 # Spark's byte strings (JavaUtils.byteStringAs): a whole number, optionally with a binary unit; no unit is MiB
 # for the memory settings.
 _MEMORY = re.compile(r"[0-9]+(?:[kmgtp]b?|b)?", re.IGNORECASE)
@@ -60,6 +64,13 @@ def conf_key_problem(name: str) -> ValueProblem | None:
         return ValueProblem(f"{name} has a Mirrorflow key of its own", f"write {key} instead")
     if name in RESERVED:
         return ValueProblem(f"Mirrorflow sets {name} itself: {RESERVED[name]}", "remove the line")
+    if name.rsplit(".", 1)[-1] == CLUSTER_SETTINGS_VARIABLE:
+        return ValueProblem(
+            f"{name} would hand the copy job {CLUSTER_SETTINGS_VARIABLE}, which Mirrorflow sets only from Airflow "
+            "connections, after the Kafka provider has vetted them (callbacks against its allowlist); Spark would "
+            "also show it as configuration",
+            "remove the line; name the connection with <alias>.mirrorflow.connection",
+        )
     if not name.startswith("spark."):
         return ValueProblem(
             f"{name} is not a Spark property (spark-submit ignores --conf keys outside spark.*)",

@@ -177,13 +177,18 @@ def refresh_identities(tasks: list[CopyTask]) -> list[CopyTask]:
     ]
 
 
-def spread(tasks: list[CopyTask], slots: int, most_per_task: int) -> list[list[CopyTask]]:
+def spread(
+    tasks: list[CopyTask], slots: int, most_per_task: int, most_groups: int | None = None
+) -> list[list[CopyTask]]:
     """Group copy ranges into Spark tasks: one per slot when partitions outnumber slots (more groups only when a
     group would exceed `most_per_task`), else one range per task. Round-robin, so the partitions of one busy
-    topic spread over the groups."""
+    topic spread over the groups. `most_groups` (a continuous copy's cores) wins over `most_per_task`: a group
+    beyond the cores would wait, copying nothing, until another one's whole run has ended."""
     if not tasks:
         return []
     groups = min(len(tasks), max(slots, 1, -(-len(tasks) // max(most_per_task, 1))))
+    if most_groups is not None:
+        groups = max(1, min(groups, most_groups))
     return [tasks[i::groups] for i in range(groups)]
 
 

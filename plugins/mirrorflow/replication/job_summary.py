@@ -16,6 +16,7 @@ from typing import Any
 
 from mirrorflow.config.model import Flow
 from mirrorflow.core.errors import MirrorflowError
+from mirrorflow.kafka.metrics_store import ensure_metrics_topic
 from mirrorflow.kafka.tail_record import find_near_end, write_record
 from mirrorflow.replication.metrics import metrics_topic
 
@@ -52,9 +53,14 @@ def totals(summary: dict[str, Any]) -> dict[str, Any]:
 
 
 def publish_summary(flow: Flow, key: str, summary: dict[str, Any]) -> None:
-    """Write the job's totals under `summary/<key>` (the job's last write)."""
+    """Write the job's totals under `summary/<key>` (the job's last write). The metrics topic is made first, as
+    the copy's ranges make it: a job that copied no range would otherwise have the broker create it with its own
+    defaults (`cleanup.policy=delete`), which the ranges would then find present and keep."""
+    conf, topic = flow.target_producer.librdkafka(), _topic(flow)
+    if not ensure_metrics_topic(flow.target, conf, topic, flow.checkpoints_topic_replication_factor, READ_S):
+        raise MirrorflowError(f"the metrics topic '{topic}' on '{flow.target}' could not be created (logged above)")
     value = json.dumps(totals(summary), sort_keys=True).encode()
-    write_record(flow.target, flow.target_producer.librdkafka(), _topic(flow), PREFIX + key.encode(), value, 30.0)
+    write_record(flow.target, conf, topic, PREFIX + key.encode(), value, 30.0)
 
 
 def collect_summary(flow: Flow, key: str, since_ms: int) -> dict[str, Any] | None:

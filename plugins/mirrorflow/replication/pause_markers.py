@@ -12,6 +12,7 @@ them), so neither imports the other's package back.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Callable, Mapping
@@ -150,6 +151,27 @@ def unpause(flow: Flow, clients: FlowClients) -> bool:
     clients.target_writer.write([OutgoingRecord(RUNBOOK_TOPIC, 0, key, None) for key in keys])
     forget_checked()
     return True
+
+
+def resume(flow: Flow, clients: FlowClients, root: Path | None) -> list[str]:
+    """Delete every pause marker of `flow` on these clusters, wherever a runner would look (`flow_paused`): its
+    marker files under `root` (the local override) and its markers in the runbook topic on its target. Returns
+    what was deleted, for the log. What a runbook that completed does for the flow that must run now."""
+    gone: list[str] = []
+    if root is not None:
+        ids = functools.cache(lambda: flow_clusters(flow, clients, target_required=False))
+        for marker in sorted(root.glob(f"*/{PAUSE_MARKER}")):
+            try:
+                named = json.loads(marker.read_text()).get("flow")
+            except (OSError, ValueError, AttributeError):
+                continue
+            if named == flow.name and marker_applies(marker, ids):
+                marker.unlink(missing_ok=True)
+                gone.append(str(marker))
+    if unpause(flow, clients):
+        gone.append(f"its marker in topic {RUNBOOK_TOPIC} on '{flow.target}'")
+    forget_checked()
+    return gone
 
 
 def forget_checked() -> None:

@@ -42,6 +42,8 @@ from mirrorflow.replication.flow_clients import FlowClients
 from mirrorflow.replication.job_summary import publish_summary
 from mirrorflow.spark.quiet import quiet_driver_conf, spark_log_level
 
+log = logging.getLogger(__name__)
+
 # Retries per task when the master is local (local[N] alone never retries; see docs/copy.md).
 LOCAL_TASK_ATTEMPTS = 3
 
@@ -200,7 +202,7 @@ def copy_flow(
             plan = discover(flow, clients)
     tasks = plan_copy(flow, copyable(plan), interval=interval, run_seconds=run_seconds)
     runtimes: list[Runtime] = []
-    groups = spread(tasks, spark.sparkContext.defaultParallelism, flow.copy_partitions_per_task)
+    groups = spread_over_cores(flow, tasks, spark, interval=interval)
     results = run_copy_groups(spark, groups, on_progress=on_progress, runtimes=runtimes)
     summary = summarise(results)
     summary["spark_tasks"] = len(groups)
@@ -209,6 +211,37 @@ def copy_flow(
     summary["flow"] = flow.name
     summary["mode"] = "interval" if interval else "continuous"
     return summary
+
+
+def spread_over_cores(
+    flow: Flow, tasks: list[CopyTask], spark: SparkSession, *, interval: bool
+) -> list[list[CopyTask]]:
+    """The Spark tasks of the copy (`spread`), within the application's `spark.cores.max` when it has one.
+
+    Spark's default parallelism is at least 2 on a cluster whatever cores the application may hold, so the cap
+    the Airflow task sets (one core per `mirrorflow.copy.partitions.per.task` partitions) bounds the slots too.
+    A continuous copy never runs more tasks than cores: a task waiting for a core would copy nothing until
+    another's run ends, so its partitions would lag by a whole run; each task then copies more partitions."""
+    slots = spark.sparkContext.defaultParallelism
+    raw = spark.sparkContext.getConf().get("spark.cores.max")
+    cores = int(raw) if raw and raw.strip().isdigit() and int(raw) > 0 else None
+    if cores is not None:
+        slots = min(slots, cores)
+    groups = spread(tasks, slots, flow.copy_partitions_per_task, None if interval else cores)
+    needed = -(-len(tasks) // max(flow.copy_partitions_per_task, 1))
+    if cores is not None and not interval and needed > cores:
+        log.warning(
+            "flow %s: %d partitions at %d per Spark task need %d tasks, but spark.cores.max is %d: each of the %d "
+            "tasks copies up to %d partitions (a task waiting for a core would copy nothing for a whole run)",
+            flow.name,
+            len(tasks),
+            flow.copy_partitions_per_task,
+            needed,
+            cores,
+            len(groups),
+            max((len(g) for g in groups), default=0),
+        )
+    return groups
 
 
 class CopyStep:
