@@ -39,12 +39,6 @@ def with_logger(settings: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def plain(settings: Mapping[str, Any]) -> dict[str, Any]:
-    """`settings` without the callables a client was made with: what may be pickled or stored (a callback's
-    name stays: the client that receives it resolves it again)."""
-    return {k: v for k, v in settings.items() if k != "logger" and not callable(v)}
-
-
 _live_admins: weakref.WeakSet[LoggedAdminClient] = weakref.WeakSet()
 
 

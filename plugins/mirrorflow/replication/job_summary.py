@@ -18,7 +18,7 @@ from mirrorflow.config.model import Flow
 from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.kafka.metrics_store import ensure_metrics_topic
 from mirrorflow.kafka.tail_record import find_near_end, write_record
-from mirrorflow.replication.metrics import metrics_topic
+from mirrorflow.replication.metrics import flow_metrics_topic
 
 log = logging.getLogger(__name__)
 
@@ -41,8 +41,7 @@ TOTALS = (*COUNTS, "spark_tasks", "idle_spark_tasks", "idle_partitions", "mode",
 
 
 def _topic(flow: Flow) -> str:
-    sep = flow.replication_policy_separator if flow.internal_topic_separator_enabled else "."
-    return metrics_topic(flow.source, sep)
+    return flow_metrics_topic(flow)
 
 
 def totals(summary: dict[str, Any]) -> dict[str, Any]:

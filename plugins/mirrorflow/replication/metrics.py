@@ -27,6 +27,7 @@ from mirrorflow.kafka.metrics_store import read_snapshots, record_timestamps
 from mirrorflow.kafka.offsets import list_offsets
 from mirrorflow.kafka.topics import list_topic_partitions
 from mirrorflow.replication.copy_task import flow_reads_committed
+from mirrorflow.replication.flow_rules import internal_separator
 from mirrorflow.replication.state_records import read_progress
 
 if TYPE_CHECKING:  # copy tasks import this module on executors, which must not need pydantic
@@ -53,6 +54,11 @@ SOURCE_METRICS = (
     "replication-latency-ms-avg",
 )
 LAG_METRICS = ("replication-lag-records", "replication-lag-seconds")
+
+
+def flow_metrics_topic(flow: Flow) -> str:
+    """The metrics topic of `flow` on its target, with the separator MM2 gives its internal topics."""
+    return metrics_topic(flow.source, internal_separator(flow))
 
 
 def metrics_topic(source_alias: str, separator: str = ".") -> str:
@@ -235,7 +241,7 @@ def flow_views(
     `wait_s` (default `timeout_s`) bounds a read of the progress stalled by an open transaction."""
     timeout = flow.admin_timeout_ms / 1000 if timeout_s is None else timeout_s
     wait = timeout if wait_s is None else min(wait_s, timeout)
-    sep = flow.replication_policy_separator if flow.internal_topic_separator_enabled else "."
+    sep = internal_separator(flow)
     target_conf = flow.target_consumer.librdkafka()
     source_conf = flow.source_consumer.librdkafka()
     committed = flow_reads_committed(flow)  # the copy's isolation: the end it can reach

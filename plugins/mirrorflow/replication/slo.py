@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from mirrorflow.kafka.metrics_store import MetricsPublisher, ensure_metrics_topic, read_snapshots
-from mirrorflow.replication.metrics import PartitionView, metrics_topic
+from mirrorflow.replication.metrics import PartitionView, flow_metrics_topic
 
 if TYPE_CHECKING:
     from mirrorflow.config.model import Flow
@@ -119,8 +119,7 @@ def assess(flow: Flow, views: Sequence[PartitionView], stored: StoredBreach | No
 
 
 def _topic(flow: Flow) -> str:
-    sep = flow.replication_policy_separator if flow.internal_topic_separator_enabled else "."
-    return metrics_topic(flow.source, sep)
+    return flow_metrics_topic(flow)
 
 
 def read_breach(flow: Flow, timeout_s: float) -> StoredBreach | None:
