@@ -62,9 +62,11 @@ test-integration: setup
 
 # --durations prints the slowest tests, so a CI log shows what to move into test-faults when time runs short.
 # LONG_TRIALS run only in `make test-faults` (the soak's 5 minutes; `make soak` runs it for an hour; the Spark
-# drivers SIGKILLed mid-copy, ~2 min); the soak's verdict tests stay in `make test`.
+# drivers SIGKILLed mid-copy, ~2 min; a copy task killed and completed by Airflow's retry, ~1.5 min); the soak's
+# verdict tests stay in `make test`.
 LONG_TRIALS := tests/replication/test_soak.py::test_five_minutes_of_continuous_replication \
-	tests/spark/test_faults_driver.py::test_killed_drivers_resume_exactly
+	tests/spark/test_faults_driver.py::test_killed_drivers_resume_exactly \
+	tests/airflow/test_faults_retry.py::test_a_copy_task_killed_mid_copy_is_completed_by_airflows_retry
 test: lint browser postgres promtool
 	$(PY) -m pytest --durations=30 $(foreach t,$(LONG_TRIALS),--deselect=$(t)) $(PYTEST_ARGS)
 

@@ -5,6 +5,7 @@ of the DAG's tasks (a task's upstream tasks belong to earlier steps, and each st
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import pytest
@@ -50,7 +51,9 @@ def _assert_plan_order_fits(flow: Any, dag: Any) -> list[str]:
     return [name for name in ORDER if name in rendered]
 
 
-def test_the_cli_the_spark_job_and_both_dags_render_the_same_steps_in_the_same_order(live_flow: Any) -> None:
+def test_the_cli_the_spark_job_and_both_dags_render_the_same_steps_in_the_same_order(
+    live_flow: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from mirrorflow.replication.flow_cycle import ALL_STEPS, run_control_plane
     from mirrorflow.spark.copy_job import CopyStep
 
@@ -68,6 +71,8 @@ def test_the_cli_the_spark_job_and_both_dags_render_the_same_steps_in_the_same_o
     plan = [s.name for s in flow_steps(flow)]
     assert plan == list(ORDER)
 
+    # The in-process session sets PYSPARK_PYTHON for its executors: undone after the test, not left to others.
+    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
     copy = CopyStep(master="local[2]")  # the Spark copy job, as `mirrorflow run` calls it
     try:
         report = run_control_plane(flow, steps=ALL_STEPS, copy=copy)

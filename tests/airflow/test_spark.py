@@ -96,6 +96,8 @@ def test_a_defined_mirrorflow_spark_connection_wins_over_the_default(
     config: Path, tmp_path: Path, fake_spark: Callable[[], dict[str, Any]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(CONN_ENV, json.dumps({"conn_type": "spark", "host": "yarn"}))
+    # An earlier in-process local copy may have set PYSPARK_PYTHON in this process: judge the operator's own env.
+    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
     assert operator(config, tmp_path).execute({}) is None  # a remote driver writes no local summary
     seen = fake_spark()
     assert master_of(seen["argv"]) == "yarn"

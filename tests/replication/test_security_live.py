@@ -40,6 +40,7 @@ from mirrorflow.local.properties import MM2_REPLICATION_FACTOR_KEYS, render
 
 pytestmark = pytest.mark.integration
 MIRRORFLOW = Path(sys.executable).with_name("mirrorflow")
+REPO = Path(__file__).resolve().parents[2]
 RECORDS = 200
 COMMITTED = 60
 ENV_PASSWORD = "MF_TEST_SCRAM_PASSWORD"
@@ -321,6 +322,8 @@ def test_an_oauth_callback_named_in_a_connection_authenticates_the_control_plane
     monkeypatch.setenv("AIRFLOW_CONN_KAFKA_OAUTH", json.dumps({"conn_type": "kafka", "extra": extra}))
     calls = tmp_path / "oauth-calls"
     monkeypatch.setenv(OAUTH_CALLS_ENV, str(calls))
+    # The callback's module must import where the copy job's clients are built (its own process).
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
 
     with pytest.raises(UsageError, match="callback_allowlist"):  # the provider's allowlist is honoured
         load_flow(str(config), "scram->tls")
