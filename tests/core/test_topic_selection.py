@@ -40,7 +40,7 @@ def test_replicates_heartbeats_despite_filter() -> None:  # testReplicatesHeartb
 
 
 def test_does_not_replicate_heartbeats_when_disabled() -> None:  # testDoesNotReplicateHeartbeatsWhenDisabled
-    policy, topic_filter = DefaultReplicationPolicy(), DefaultTopicFilter(topics="orders")
+    policy, topic_filter = DefaultReplicationPolicy(), DefaultTopicFilter("orders")
     for topic in ("heartbeats", "us-west.heartbeats"):
         assert not should_replicate_topic(
             topic,

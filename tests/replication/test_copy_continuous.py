@@ -27,16 +27,22 @@ from mirrorflow.replication.metrics import Snapshot, snapshot_key
 pytestmark = pytest.mark.integration
 
 
+@pytest.fixture
+def source_topic(kafka_admin: Callable[..., AdminClient], unique_topic: Callable[..., str]) -> str:
+    """A new one-partition topic on A, for one continuous copy."""
+    topic = unique_topic("continuous")
+    create_topic(kafka_admin("A"), topic, 1)
+    return topic
+
+
 @pytest.mark.timeout(300)
 def test_a_caught_up_continuous_copy_commits_without_waiting_for_the_transaction_limit(
     kafka_clusters: LocalClusters,
-    kafka_admin: Callable[..., AdminClient],
     kafka_producer: Callable[..., Producer],
-    unique_topic: Callable[..., str],
+    source_topic: str,
     write_config: WriteConfig,
 ) -> None:
-    topic = unique_topic("caughtup")
-    create_topic(kafka_admin("A"), topic, 1)
+    topic = source_topic
     # A transaction could stay open for ten minutes: only the caught-up rule can make the records visible soon.
     (task,) = continuous_tasks(write_config, topic, 1, **{"mirrorflow.copy.transaction.max.ms": "600000"})
     assert task.batch_ms == 600000
@@ -74,13 +80,11 @@ def test_a_caught_up_continuous_copy_commits_without_waiting_for_the_transaction
 @pytest.mark.timeout(300)
 def test_small_commits_share_offset_syncs_and_metrics_and_the_last_position_is_synced(
     kafka_clusters: LocalClusters,
-    kafka_admin: Callable[..., AdminClient],
     kafka_producer: Callable[..., Producer],
-    unique_topic: Callable[..., str],
+    source_topic: str,
     write_config: WriteConfig,
 ) -> None:
-    topic = unique_topic("trickle")
-    create_topic(kafka_admin("A"), topic, 1)
+    topic = source_topic
     # At-least-once: no commit markers, so the records form one segment and only the lag rule and the "latest
     # position" sync add syncs (exactly-once starts a segment, with its sync, after every commit marker).
     (task,) = continuous_tasks(write_config, topic, 1, **{"mirrorflow.delivery": "at-least-once"})

@@ -20,6 +20,7 @@ from mirrorflow.cli.plan_cmd import (
     ClustersOption,
     FlowOption,
     VerboseOption,
+    config_command,
     connected_flow,
     select_flows,
     setup_logging,
@@ -39,10 +40,8 @@ def register_failback(app: typer.Typer) -> None:
 
 
 def register_unpause(app: typer.Typer) -> None:
-    app.command(
-        "unpause",
-        context_settings={"allow_extra_args": True},
-        help="Delete the pause marker a failover left for a flow (in Kafka), so the flow runs again.",
+    config_command(
+        app, "unpause", "Delete the pause marker a failover left for a flow (in Kafka), so the flow runs again."
     )(unpause)
 
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import typer
 
@@ -23,6 +23,7 @@ from mirrorflow.core.errors import UsageError
 from mirrorflow.replication.flow_clients import LIBRDKAFKA_LOG
 from mirrorflow.replication.flow_cycle import ControlPlaneReport, run_control_plane, run_heartbeat_pair
 
+CommandFunction = TypeVar("CommandFunction", bound=Callable[..., Any])
 FlowOption = Annotated[
     list[str] | None,
     typer.Option(
@@ -43,11 +44,17 @@ VerboseOption = Annotated[bool, typer.Option("--verbose", "-v", help="Also show 
 ConfigArgument = Annotated[Path, typer.Argument(help="The mm2.properties file.", show_default=False)]
 
 
+def config_command(app: typer.Typer, name: str, help: str) -> Callable[[CommandFunction], CommandFunction]:
+    """Register a command that reads mm2.properties: it takes MM2's `--clusters.X.key=value` overrides too, as
+    extra arguments (`split_cluster_args` reads them)."""
+    return app.command(name, context_settings={"allow_extra_args": True}, help=help)
+
+
 def register(app: typer.Typer) -> None:
-    app.command(
+    config_command(
+        app,
         "plan",
-        context_settings={"allow_extra_args": True},
-        help="Show what `run` would change on the live clusters (topics, partitions, configs, ACLs); changes nothing.",
+        "Show what `run` would change on the live clusters (topics, partitions, configs, ACLs); changes nothing.",
     )(plan)
 
 

@@ -28,6 +28,7 @@ from mirrorflow.cli.plan_cmd import (
     FlowOption,
     VerboseOption,
     change_lines,
+    config_command,
     render_report,
     select_flows,
     setup_logging,
@@ -46,10 +47,8 @@ from mirrorflow.replication.pause_markers import PAUSE_CACHE_S, PauseUnknown
 
 
 def register(app: typer.Typer) -> None:
-    app.command(
-        "run",
-        context_settings={"allow_extra_args": True},
-        help="Run the flows without Airflow: topics, configs, ACLs and heartbeats at MM2's intervals.",
+    config_command(
+        app, "run", "Run the flows without Airflow: topics, configs, ACLs and heartbeats at MM2's intervals."
     )(run)
 
 

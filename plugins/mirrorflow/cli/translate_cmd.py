@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from mirrorflow.cli.plan_cmd import ClustersOption, ConfigArgument, VerboseOption, setup_logging
+from mirrorflow.cli.plan_cmd import ClustersOption, ConfigArgument, VerboseOption, config_command, setup_logging
 from mirrorflow.config.loader import load_config, split_cluster_args
 from mirrorflow.core.errors import UsageError
 from mirrorflow.replication.offset_translation import TranslatedOffset
@@ -24,10 +24,8 @@ from mirrorflow.replication.remote_cluster_utils import bulk_to_json, to_json, t
 
 
 def register(app: typer.Typer) -> None:
-    app.command(
-        "translate",
-        context_settings={"allow_extra_args": True},
-        help="Show where a consumer group of SOURCE resumes on TARGET: exact translated offsets.",
+    config_command(
+        app, "translate", "Show where a consumer group of SOURCE resumes on TARGET: exact translated offsets."
     )(translate)
 
 

@@ -15,6 +15,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from mirrorflow.cli.plan_cmd import config_command
 from mirrorflow.config.issues import ConfigError
 from mirrorflow.config.keys import is_secret_key
 from mirrorflow.config.loader import load_config, split_cluster_args
@@ -22,10 +23,8 @@ from mirrorflow.config.model import MirrorConfig
 
 
 def register(app: typer.Typer) -> None:
-    app.command(
-        "validate",
-        context_settings={"allow_extra_args": True},
-        help="Check an mm2.properties file and show the flows it enables, as MM2 would read it.",
+    config_command(
+        app, "validate", "Check an mm2.properties file and show the flows it enables, as MM2 would read it."
     )(validate)
 
 

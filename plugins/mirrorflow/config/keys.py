@@ -68,6 +68,12 @@ _CONNECTOR_FRAMEWORK = [
     KeySpec("errors.log.include.messages", "bool", "false", status="ignored", why=_CONNECT),
 ]
 
+
+def _scheduled(task: str, *, enabled: str, interval_s: str) -> tuple[KeySpec, KeySpec]:
+    """MM2's pair for a periodic task: `<task>.enabled` and `<task>.interval.seconds`."""
+    return KeySpec(f"{task}.enabled", "bool", enabled), KeySpec(f"{task}.interval.seconds", "long", interval_s)
+
+
 # MirrorConnectorConfig, MirrorSourceConfig, MirrorCheckpointConfig, MirrorHeartbeatConfig (MM2 4.0).
 _MIRROR = [
     KeySpec("enabled", "bool", "true"),
@@ -104,12 +110,9 @@ _MIRROR = [
     KeySpec("topics.exclude", "list", DEFAULT_TOPICS_EXCLUDE),
     KeySpec("config.properties.exclude", "list", DEFAULT_CONFIG_PROPERTIES_EXCLUDE),
     KeySpec("consumer.poll.timeout.ms", "long", "1000"),
-    KeySpec("refresh.topics.enabled", "bool", "true"),
-    KeySpec("refresh.topics.interval.seconds", "long", "600"),
-    KeySpec("sync.topic.configs.enabled", "bool", "true"),
-    KeySpec("sync.topic.configs.interval.seconds", "long", "600"),
-    KeySpec("sync.topic.acls.enabled", "bool", "true"),
-    KeySpec("sync.topic.acls.interval.seconds", "long", "600"),
+    *_scheduled("refresh.topics", enabled="true", interval_s="600"),
+    *_scheduled("sync.topic.configs", enabled="true", interval_s="600"),
+    *_scheduled("sync.topic.acls", enabled="true", interval_s="600"),
     KeySpec("replication.factor", "int", "2"),
     KeySpec("offset-syncs.topic.replication.factor", "short", "3"),
     KeySpec("offset.lag.max", "long", "100"),
@@ -118,15 +121,11 @@ _MIRROR = [
     KeySpec("heartbeats.replication.enabled", "bool", "true"),
     KeySpec("groups", "list", ".*"),
     KeySpec("groups.exclude", "list", DEFAULT_GROUPS_EXCLUDE),
-    KeySpec("refresh.groups.enabled", "bool", "true"),
-    KeySpec("refresh.groups.interval.seconds", "long", "600"),
-    KeySpec("emit.checkpoints.enabled", "bool", "true"),
-    KeySpec("emit.checkpoints.interval.seconds", "long", "60"),
-    KeySpec("sync.group.offsets.enabled", "bool", "false"),
-    KeySpec("sync.group.offsets.interval.seconds", "long", "60"),
+    *_scheduled("refresh.groups", enabled="true", interval_s="600"),
+    *_scheduled("emit.checkpoints", enabled="true", interval_s="60"),
+    *_scheduled("sync.group.offsets", enabled="false", interval_s="60"),
     KeySpec("checkpoints.topic.replication.factor", "short", "3"),
-    KeySpec("emit.heartbeats.enabled", "bool", "true"),
-    KeySpec("emit.heartbeats.interval.seconds", "long", "1"),
+    *_scheduled("emit.heartbeats", enabled="true", interval_s="1"),
     KeySpec("heartbeats.topic.replication.factor", "short", "3"),
 ]
 

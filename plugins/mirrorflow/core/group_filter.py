@@ -25,24 +25,20 @@ class GroupFilter(Protocol):
     def should_replicate_group(self, group: str) -> bool: ...
 
 
-class DefaultGroupFilter:
-    """Include and exclude regex LISTs, given as the raw MM2 setting strings."""
+class DefaultGroupFilter(IncludeExclude):
+    """`groups` and `groups.exclude`, given as the raw MM2 setting strings (None: MM2's default)."""
 
-    def __init__(self, groups: str = DEFAULT_GROUPS, groups_exclude: str = DEFAULT_GROUPS_EXCLUDE) -> None:
-        self._selects = IncludeExclude((GROUPS_KEY, groups), (GROUPS_EXCLUDE_KEY, groups_exclude))
-
-    @classmethod
-    def from_settings(cls, settings: Mapping[str, str]) -> DefaultGroupFilter:
-        return cls(settings.get(GROUPS_KEY, DEFAULT_GROUPS), settings.get(GROUPS_EXCLUDE_KEY, DEFAULT_GROUPS_EXCLUDE))
+    INCLUDE_KEY = GROUPS_KEY
+    EXCLUDE_KEY = GROUPS_EXCLUDE_KEY
+    DEFAULT_INCLUDE = DEFAULT_GROUPS
+    DEFAULT_EXCLUDE = DEFAULT_GROUPS_EXCLUDE
 
     def should_replicate_group(self, group: str) -> bool:
-        return self._selects(group)
+        return self(group)
 
 
 def load_group_filter(class_name: str, settings: Mapping[str, str]) -> GroupFilter:
-    """The filter `group.filter.class` names (`plugin_class.load_plugin`), configured with the flow's settings:
-    MM2's `DefaultGroupFilter` is `DefaultGroupFilter` here (it reads `groups` and `groups.exclude` from them),
-    anything else the Python path of a class with `should_replicate_group(name) -> bool`."""
+    """The filter `group.filter.class` names, configured with the flow's settings (`plugin_class.load_plugin`)."""
     return load_plugin(
         FILTER_CLASS_KEY,
         class_name,

@@ -18,7 +18,8 @@ Rules, as MM2 applies them (docs/mm2-reference.md §1.6):
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import ClassVar, Self
 
 from mirrorflow.core.errors import UsageError
 
@@ -97,12 +98,26 @@ def matches(pattern: re.Pattern[str] | None, name: str) -> bool:
 
 
 class IncludeExclude:
-    """MM2's default filters' rule: a name is selected when it matches the include LIST and not the exclude LIST
-    (raw setting strings; `key`s name them in errors)."""
+    """MM2's default filters' rule: a name is selected when it matches the include LIST and not the exclude LIST.
 
-    def __init__(self, include: tuple[str, str], exclude: tuple[str, str]) -> None:
-        self._include = compile_patterns(parse_list(include[1]), key=include[0])
-        self._exclude = compile_patterns(parse_list(exclude[1]), key=exclude[0])
+    `DefaultTopicFilter` and `DefaultGroupFilter` derive from it and name their two keys and defaults as class
+    attributes; `from_settings` reads them the way MM2's filters' `configure(props)` does, and the keys name the
+    setting in errors."""
+
+    INCLUDE_KEY: ClassVar[str]
+    EXCLUDE_KEY: ClassVar[str]
+    DEFAULT_INCLUDE: ClassVar[str] = ".*"
+    DEFAULT_EXCLUDE: ClassVar[str]
+
+    def __init__(self, include: str | None = None, exclude: str | None = None) -> None:
+        include = self.DEFAULT_INCLUDE if include is None else include
+        exclude = self.DEFAULT_EXCLUDE if exclude is None else exclude
+        self._include = compile_patterns(parse_list(include), key=self.INCLUDE_KEY)
+        self._exclude = compile_patterns(parse_list(exclude), key=self.EXCLUDE_KEY)
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, str]) -> Self:
+        return cls(settings.get(cls.INCLUDE_KEY), settings.get(cls.EXCLUDE_KEY))
 
     def __call__(self, name: str) -> bool:
         return matches(self._include, name) and not matches(self._exclude, name)

@@ -27,24 +27,20 @@ class TopicFilter(Protocol):
     def should_replicate_topic(self, topic: str) -> bool: ...
 
 
-class DefaultTopicFilter:
-    """Include and exclude regex LISTs, given as the raw MM2 setting strings."""
+class DefaultTopicFilter(IncludeExclude):
+    """`topics` and `topics.exclude`, given as the raw MM2 setting strings (None: MM2's default)."""
 
-    def __init__(self, topics: str = DEFAULT_TOPICS, topics_exclude: str = DEFAULT_TOPICS_EXCLUDE) -> None:
-        self._selects = IncludeExclude((TOPICS_KEY, topics), (TOPICS_EXCLUDE_KEY, topics_exclude))
-
-    @classmethod
-    def from_settings(cls, settings: Mapping[str, str]) -> DefaultTopicFilter:
-        return cls(settings.get(TOPICS_KEY, DEFAULT_TOPICS), settings.get(TOPICS_EXCLUDE_KEY, DEFAULT_TOPICS_EXCLUDE))
+    INCLUDE_KEY = TOPICS_KEY
+    EXCLUDE_KEY = TOPICS_EXCLUDE_KEY
+    DEFAULT_INCLUDE = DEFAULT_TOPICS
+    DEFAULT_EXCLUDE = DEFAULT_TOPICS_EXCLUDE
 
     def should_replicate_topic(self, topic: str) -> bool:
-        return self._selects(topic)
+        return self(topic)
 
 
 def load_topic_filter(class_name: str, settings: Mapping[str, str]) -> TopicFilter:
-    """The filter `topic.filter.class` names (`plugin_class.load_plugin`), configured with the flow's settings:
-    MM2's `DefaultTopicFilter` is `DefaultTopicFilter` here (it reads `topics` and `topics.exclude` from them),
-    anything else the Python path of a class with `should_replicate_topic(name) -> bool`."""
+    """The filter `topic.filter.class` names, configured with the flow's settings (`plugin_class.load_plugin`)."""
     return load_plugin(
         FILTER_CLASS_KEY,
         class_name,

@@ -18,6 +18,7 @@ from pathlib import Path
 from mirrorflow.core.errors import MirrorflowError, UsageError
 from mirrorflow.kafka.admin import wait_until_ready
 from mirrorflow.local import process, properties
+from mirrorflow.local.files import FileIn
 from mirrorflow.local.runtime import BROKER_MAIN, STORAGE_TOOL_MAIN, TOOL_JVM_OPTIONS, KafkaRuntime
 from mirrorflow.local.security import LocalSecurity, server_properties
 
@@ -66,21 +67,10 @@ class BrokerSpec:
     def bootstrap(self) -> str:
         return f"{self.host}:{self.broker_port}"
 
-    @property
-    def data_dir(self) -> Path:
-        return self.home / "data"
-
-    @property
-    def config_path(self) -> Path:
-        return self.home / "server.properties"
-
-    @property
-    def log_file(self) -> Path:
-        return self.home / "server.log"
-
-    @property
-    def stdout_file(self) -> Path:
-        return self.home / "stdout.log"
+    data_dir = FileIn("home", "data")
+    config_path = FileIn("home", "server.properties")
+    log_file = FileIn("home", "server.log")
+    stdout_file = FileIn("home", "stdout.log")
 
     @property
     def marker(self) -> str:

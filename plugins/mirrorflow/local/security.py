@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mirrorflow.core.errors import MirrorflowError, UsageError
+from mirrorflow.local.files import FileIn
 
 KINDS = {"sasl": "SASL_PLAINTEXT", "tls": "SSL", "sasl_ssl": "SASL_SSL"}
 """`mirrorflow local up --security KIND` → the broker listener's security protocol."""
@@ -58,21 +59,10 @@ class LocalSecurity:
     def uses_tls(self) -> bool:
         return self.protocol in ("SSL", "SASL_SSL")
 
-    @property
-    def ca_file(self) -> Path:
-        return self.directory / "ca.pem"
-
-    @property
-    def server_keystore(self) -> Path:
-        return self.directory / "server-keystore.pem"
-
-    @property
-    def client_keystore(self) -> Path:
-        return self.directory / "client-keystore.pem"
-
-    @property
-    def secrets_file(self) -> Path:
-        return self.directory / SECRETS_FILE
+    ca_file = FileIn("directory", "ca.pem")
+    server_keystore = FileIn("directory", "server-keystore.pem")
+    client_keystore = FileIn("directory", "client-keystore.pem")
+    secrets_file = FileIn("directory", SECRETS_FILE)
 
     @property
     def principals(self) -> list[str]:
