@@ -10,11 +10,8 @@ from collections.abc import Mapping
 from typing import Protocol, runtime_checkable
 
 from mirrorflow.core.patterns import IncludeExclude
-from mirrorflow.core.plugin_class import load_plugin
+from mirrorflow.core.plugin_class import load_filter
 
-GROUPS_KEY = "groups"
-GROUPS_EXCLUDE_KEY = "groups.exclude"
-DEFAULT_GROUPS = ".*"
 FILTER_CLASS_KEY = "group.filter.class"
 JAVA_DEFAULT_GROUP_FILTER = "org.apache.kafka.connect.mirror.DefaultGroupFilter"
 DEFAULT_GROUPS_EXCLUDE = "console-consumer-.*, connect-.*, __.*"
@@ -28,23 +25,13 @@ class GroupFilter(Protocol):
 class DefaultGroupFilter(IncludeExclude):
     """`groups` and `groups.exclude`, given as the raw MM2 setting strings (None: MM2's default)."""
 
-    INCLUDE_KEY = GROUPS_KEY
-    EXCLUDE_KEY = GROUPS_EXCLUDE_KEY
-    DEFAULT_INCLUDE = DEFAULT_GROUPS
-    DEFAULT_EXCLUDE = DEFAULT_GROUPS_EXCLUDE
+    INCLUDE_KEY, EXCLUDE_KEY, DEFAULT_EXCLUDE = "groups", "groups.exclude", DEFAULT_GROUPS_EXCLUDE
 
     def should_replicate_group(self, group: str) -> bool:
         return self(group)
 
 
 def load_group_filter(class_name: str, settings: Mapping[str, str]) -> GroupFilter:
-    """The filter `group.filter.class` names, configured with the flow's settings (`plugin_class.load_plugin`)."""
-    return load_plugin(
-        FILTER_CLASS_KEY,
-        class_name,
-        settings,
-        builtins={JAVA_DEFAULT_GROUP_FILTER: DefaultGroupFilter.from_settings},
-        protocol=GroupFilter,  # type: ignore[type-abstract]
-        example="mypackage.filters.MyGroupFilter",
-        lacks="give the class a method should_replicate_group(self, group: str) -> bool",
-    )
+    """The filter `group.filter.class` names, configured with the flow's settings (`plugin_class.load_filter`)."""
+    default = (JAVA_DEFAULT_GROUP_FILTER, DefaultGroupFilter.from_settings)
+    return load_filter(FILTER_CLASS_KEY, class_name, settings, GroupFilter, default)  # type: ignore[type-abstract]

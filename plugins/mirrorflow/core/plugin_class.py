@@ -66,6 +66,28 @@ def load_plugin(
     return made
 
 
+def load_filter(
+    key: str,
+    class_name: str,
+    settings: Mapping[str, str],
+    protocol: type[T],
+    java_default: tuple[str, Callable[[Mapping[str, str]], T]],
+) -> T:
+    """`load_plugin` for MM2's name filters (`topic.filter.class`, `group.filter.class`): `java_default` is MM2's
+    default filter class and its Python factory; `protocol` has one method, `should_replicate_<kind>(name)`."""
+    method = next(name for name in dir(protocol) if name.startswith("should_replicate_"))
+    kind = method.removeprefix("should_replicate_")
+    return load_plugin(
+        key,
+        class_name,
+        settings,
+        builtins=dict([java_default]),
+        protocol=protocol,
+        example=f"mypackage.filters.My{protocol.__name__}",
+        lacks=f"give the class a method {method}(self, {kind}: str) -> bool",
+    )
+
+
 def _short(java_class: str) -> str:
     return java_class.rpartition(".")[2]
 

@@ -12,11 +12,8 @@ from collections.abc import Mapping
 from typing import Protocol, runtime_checkable
 
 from mirrorflow.core.patterns import IncludeExclude
-from mirrorflow.core.plugin_class import load_plugin
+from mirrorflow.core.plugin_class import load_filter
 
-TOPICS_KEY = "topics"
-TOPICS_EXCLUDE_KEY = "topics.exclude"
-DEFAULT_TOPICS = ".*"
 FILTER_CLASS_KEY = "topic.filter.class"
 JAVA_DEFAULT_TOPIC_FILTER = "org.apache.kafka.connect.mirror.DefaultTopicFilter"
 DEFAULT_TOPICS_EXCLUDE = r"mm2.*\.internal, .*\.replica, __.*"
@@ -30,23 +27,13 @@ class TopicFilter(Protocol):
 class DefaultTopicFilter(IncludeExclude):
     """`topics` and `topics.exclude`, given as the raw MM2 setting strings (None: MM2's default)."""
 
-    INCLUDE_KEY = TOPICS_KEY
-    EXCLUDE_KEY = TOPICS_EXCLUDE_KEY
-    DEFAULT_INCLUDE = DEFAULT_TOPICS
-    DEFAULT_EXCLUDE = DEFAULT_TOPICS_EXCLUDE
+    INCLUDE_KEY, EXCLUDE_KEY, DEFAULT_EXCLUDE = "topics", "topics.exclude", DEFAULT_TOPICS_EXCLUDE
 
     def should_replicate_topic(self, topic: str) -> bool:
         return self(topic)
 
 
 def load_topic_filter(class_name: str, settings: Mapping[str, str]) -> TopicFilter:
-    """The filter `topic.filter.class` names, configured with the flow's settings (`plugin_class.load_plugin`)."""
-    return load_plugin(
-        FILTER_CLASS_KEY,
-        class_name,
-        settings,
-        builtins={JAVA_DEFAULT_TOPIC_FILTER: DefaultTopicFilter.from_settings},
-        protocol=TopicFilter,  # type: ignore[type-abstract]
-        example="mypackage.filters.MyTopicFilter",
-        lacks="give the class a method should_replicate_topic(self, topic: str) -> bool",
-    )
+    """The filter `topic.filter.class` names, configured with the flow's settings (`plugin_class.load_filter`)."""
+    default = (JAVA_DEFAULT_TOPIC_FILTER, DefaultTopicFilter.from_settings)
+    return load_filter(FILTER_CLASS_KEY, class_name, settings, TopicFilter, default)  # type: ignore[type-abstract]
