@@ -105,6 +105,12 @@ bench-memory: setup
 bench-copy: setup
 	$(PY) benchmarks/bench_copy.py $(BENCH_ARGS)
 
+# Issue 19: latency on the deployed path (the continuous flow DAG under a real scheduler on PostgreSQL) beside the
+# in-process copy and the host's floor, with each run boundary's stop (docs/benchmarks.md; ~20 minutes).
+.PHONY: bench-deployed
+bench-deployed: setup postgres
+	$(PY) benchmarks/bench_deployed.py $(BENCH_ARGS)
+
 # The offset map of an exactly-once copy after 1k-200k transactions, thinned and not, without a cluster
 # (docs/offsets.md, "Keeping the map small"). BENCH_ARGS="--window 64" changes the exact window.
 .PHONY: bench-offset-map

@@ -10,6 +10,7 @@ arrival time of each stamped record. The first second of samples is dropped (cli
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing
 import os
 import subprocess
@@ -125,12 +126,18 @@ def latency_consumer(target: str, remote: str, partitions: int, conn: Connection
     conn.send(samples)
 
 
-def steady_samples(samples: list[tuple[int, int]], warm_up_ms: int = 1000) -> tuple[int, ...]:
-    """The latencies of records produced at least `warm_up_ms` after the first stamped one."""
+def steady_samples(samples: list[tuple[int, int]], warm_up_ms: int = 1000) -> list[tuple[int, int]]:
+    """The (produce time, latency) samples of records produced at least `warm_up_ms` after the first stamped one."""
     if not samples:
-        return ()
+        return []
     first = min(sent for sent, _ in samples)
-    return tuple(latency for sent, latency in samples if sent >= first + warm_up_ms)
+    return [(sent, latency) for sent, latency in samples if sent >= first + warm_up_ms]
+
+
+def longest_gap_ms(samples: list[tuple[int, int]]) -> float | None:
+    """The longest wait between two consecutive arrivals (produce time + latency) of the samples."""
+    arrivals = sorted(sent + latency for sent, latency in samples)
+    return float(max((b - a for a, b in itertools.pairwise(arrivals)), default=0)) if arrivals else None
 
 
 def measure(
@@ -143,8 +150,9 @@ def measure(
     rate: float,
     seconds: float,
     stop_replicator: Callable[[], None],
+    live_timeout_s: float = 180,
 ) -> Latency:
-    probe_until_live(source, target, topic, remote, case.partitions, timeout_s=180)
+    probe_until_live(source, target, topic, remote, case.partitions, timeout_s=live_timeout_s)
     spawn = multiprocessing.get_context("spawn")
     reader_end, reader_child = spawn.Pipe()
     reader = spawn.Process(target=latency_consumer, args=(target, remote, case.partitions, reader_child))
@@ -162,7 +170,8 @@ def measure(
     samples: list[tuple[int, int]] = reader_end.recv() if reader_end.poll(seconds + 300) else []
     reader.join(30)
     stop_replicator()
-    return Latency(case.name, name, rate, achieved, steady_samples(samples))
+    steady = steady_samples(samples)
+    return Latency(case.name, name, rate, achieved, tuple(lat for _, lat in steady), longest_gap_ms(steady))
 
 
 def latency_floor(source: str, case: Case, alias: str, rate: float, seconds: float) -> Latency:

@@ -61,6 +61,9 @@ class Latency:
     target_rate: float
     achieved_rate: float
     samples: tuple[int, ...]
+    longest_gap_ms: float | None = None
+    """The longest time between two consecutive arrivals of stamped records on the target (after the warm-up):
+    how long the replicator stood still, e.g. at a continuous DAG run's boundary."""
 
     @property
     def p50(self) -> float:
@@ -112,7 +115,7 @@ def raw_baseline(runs: Iterable[Run], case: str) -> Run | None:
     return max(found, key=lambda r: r.rate, default=None)
 
 
-def _fmt(value: float | None, pattern: str = "{:.2f}") -> str:
+def fmt(value: float | None, pattern: str = "{:.2f}") -> str:
     return "-" if value is None or math.isnan(value) else pattern.format(value)
 
 
@@ -144,15 +147,15 @@ def rows(runs: Sequence[Run]) -> list[tuple[str, ...]]:
                 r.case,
                 r.variant,
                 f"{r.seconds:.2f}",
-                _fmt(r.startup_s),
+                fmt(r.startup_s),
                 f"{r.rate:,.0f}",
                 f"{r.mb_per_s:.1f}",
-                _fmt(r.steady_rate, "{:,.0f}"),
-                _fmt(ratio(r.rate, mm2.rate if mm2 else None)),
-                _fmt(ratio(r.throughput, mm2.throughput if mm2 else None)),
-                _fmt(ratio(r.throughput, raw.rate if raw else None)),
-                _fmt(r.peak_rss_mib, "{:.0f}"),
-                _fmt(r.task_rss_mib, "{:.0f}"),
+                fmt(r.steady_rate, "{:,.0f}"),
+                fmt(ratio(r.rate, mm2.rate if mm2 else None)),
+                fmt(ratio(r.throughput, mm2.throughput if mm2 else None)),
+                fmt(ratio(r.throughput, raw.rate if raw else None)),
+                fmt(r.peak_rss_mib, "{:.0f}"),
+                fmt(r.task_rss_mib, "{:.0f}"),
             )
         )
     return out
@@ -180,9 +183,9 @@ def latency_rows(latencies: Sequence[Latency]) -> list[tuple[str, ...]]:
             f"{lat.target_rate:,.0f}",
             f"{lat.achieved_rate:,.0f}",
             str(len(lat.samples)),
-            _fmt(lat.p50, "{:.0f}"),
-            _fmt(lat.p99, "{:.0f}"),
-            _fmt(float(max(lat.samples)) if lat.samples else None, "{:.0f}"),
+            fmt(lat.p50, "{:.0f}"),
+            fmt(lat.p99, "{:.0f}"),
+            fmt(float(max(lat.samples)) if lat.samples else None, "{:.0f}"),
         )
         for lat in latencies
     ]
@@ -245,12 +248,10 @@ def _throughput_goals(text: str, who: Run | None, mm2: Run | None, raw: Run | No
     vs_raw = ratio(who.throughput if who else None, raw.rate if raw else None)
     name = who.variant if who else "-"
     return [
-        Goal(
-            f"{text}: throughput ≥ 1.5 × MM2", f"{_fmt(vs_mm2)} × ({name})", None if vs_mm2 is None else vs_mm2 >= 1.5
-        ),
+        Goal(f"{text}: throughput ≥ 1.5 × MM2", f"{fmt(vs_mm2)} × ({name})", None if vs_mm2 is None else vs_mm2 >= 1.5),
         Goal(
             f"{text}: throughput ≥ {share} × raw",
-            f"{_fmt(vs_raw)} × ({name})",
+            f"{fmt(vs_raw)} × ({name})",
             None if vs_raw is None else vs_raw >= share,
         ),
     ]

@@ -1,0 +1,124 @@
+"""End-to-end latency on the path operators run: the continuous flow DAG under a real Airflow scheduler
+(`make bench-deployed`, issue 19), beside the in-process copy the latency goal was measured on.
+
+Two local clusters; then, at the same offered load and for the same time:
+1. the host's floor (the same producer and read_committed consumer, no replicator);
+2. `copy_range` threads in one spawned process (what `make bench-latency` measures);
+3. the flow DAG `mirrorflow__dep__B` under `LocalScheduler` (PostgreSQL, LocalExecutor): `@continuous`, each
+   run's `copy` task a spark-submit that copies for `--run-seconds` and ends, the next run starting after it.
+   With `--run-seconds 60` and `--seconds 300` about four run boundaries fall inside the window.
+
+Each row gives p50/p99/max latency and the longest gap between two arrivals on the target (how long the copy
+stood still). For the deployed path it also lists, from Airflow's metadata DB, each boundary: the time between
+one run's `copy` task ending and the next one's starting. Takes ~(3 x seconds + 3 min).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka.admin import NewTopic
+
+import report
+from bench_latency import latency_floor, latency_mirrorflow, measure
+from bench_mirrorflow import prepare_flow_topics, write_config
+from harness import KEEP, Case, create_topics, run_id, warm_up
+from mirrorflow.airflow.local_scheduler import LocalScheduler
+from mirrorflow.local.cluster import LocalClusters
+
+DEPLOYED = "dep"
+DAG_ID = f"mirrorflow__{DEPLOYED}__B"
+
+
+def latency_deployed(
+    directory: Path, source: str, target: str, case: Case, rate: float, seconds: float, run_seconds: int
+) -> tuple[report.Latency, list[tuple[str, float | None, float | None]]]:
+    """The flow DAG under a real scheduler: its latency, and its `copy` tasks (`boundaries`)."""
+    topic = f"lat-{DEPLOYED}-{case.topic}"
+    create_topics(source, [NewTopic(topic, case.partitions, 1, config=KEEP)])
+    prepare_flow_topics(source, target, DEPLOYED, Case(case.records, case.size, case.partitions, topic), KEEP)
+    config = directory / "deployed.properties"
+    write_config(
+        config,
+        source,
+        target,
+        {DEPLOYED: (topic, "exactly-once")},
+        (
+            f"{DEPLOYED}->B.mirrorflow.copy.run.seconds = {run_seconds}",
+            f"{DEPLOYED}->B.mirrorflow.spark.master = local[2]",
+            "emit.heartbeats.enabled = false",
+        ),
+    )
+    with LocalScheduler.running(directory / "airflow", config) as airflow:
+        airflow.wait_for_dag(DAG_ID)
+        name = f"flow DAG under the scheduler, exactly-once, run.seconds {run_seconds}"
+        latency = measure(name, case, source, target, topic, f"{DEPLOYED}.{topic}", rate, seconds, lambda: None, 600)
+        rows = airflow.query(
+            "SELECT run_id, start_date, end_date FROM task_instance WHERE dag_id = %s AND task_id = 'copy' "
+            "AND start_date IS NOT NULL ORDER BY start_date",
+            DAG_ID,
+        )
+    return latency, boundaries(rows)
+
+
+def boundaries(rows: list[tuple[Any, ...]]) -> list[tuple[str, float | None, float | None]]:
+    """Per copy task (start order): its run id, the seconds from the previous copy's end to its start, and how
+    long it ran (None while it still runs)."""
+    found: list[tuple[str, float | None, float | None]] = []
+    previous_end: dt.datetime | None = None
+    for run, started, ended in rows:
+        since = None if previous_end is None else (started - previous_end).total_seconds()
+        found.append((str(run), since, None if ended is None else (ended - started).total_seconds()))
+        previous_end = ended
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--rate", type=float, default=2000, help="records/s")
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--size", type=int, default=1024, help="value bytes")
+    parser.add_argument("--seconds", type=float, default=300.0)
+    parser.add_argument("--run-seconds", type=int, default=60, help="mirrorflow.copy.run.seconds of the DAG")
+    args = parser.parse_args(argv)
+    directory = Path(tempfile.mkdtemp(prefix="mirrorflow-deployed-"))
+    clusters = LocalClusters.up(["A", "B"], directory / "clusters", heap_max="1g", tie_to_parent=True)
+    try:
+        source, target = clusters.bootstrap("A"), clusters.bootstrap("B")
+        warm_up(source)
+        warm_up(target)
+        case = Case(0, args.size, args.partitions, f"deployed{run_id()}")
+        config = directory / "in-process.properties"
+        write_config(config, source, target, {"inp": (f"lat-inp-{case.topic}", "exactly-once")})
+        found = [latency_floor(source, case, "floor", args.rate, args.seconds)]
+        found.append(latency_mirrorflow(config, source, target, case, "inp", args.rate, args.seconds))
+        deployed, runs = latency_deployed(directory, source, target, case, args.rate, args.seconds, args.run_seconds)
+        found.append(deployed)
+        print()
+        header = (*report.LATENCY_HEADER, "longest gap ms")
+        body = [
+            (*row, report.fmt(lat.longest_gap_ms, "{:.0f}"))
+            for row, lat in zip(report.latency_rows(found), found, strict=True)
+        ]
+        print(report.text_table(header, body))
+        print()
+        print("Deployed path, each copy task (from Airflow's metadata DB):")
+        print(
+            report.text_table(
+                ("run", "s since the previous copy ended", "copy task ran s"),
+                [(r, report.fmt(since, "{:.1f}"), report.fmt(ran, "{:.1f}")) for r, since, ran in runs],
+            )
+        )
+    finally:
+        clusters.down(purge=True)
+        shutil.rmtree(directory, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
