@@ -163,3 +163,20 @@ def test_chart_writes_a_png(tmp_path: Path) -> None:
     out = tmp_path / "chart.png"
     report.chart(runs, out, "title")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_longest_arrival_gap_and_the_deployed_paths_copy_boundaries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stall shows as the longest wait between two arrivals; each copy task's boundary comes from its times."""
+    import datetime as dt
+
+    monkeypatch.syspath_prepend(str(BENCHMARKS))  # the benchmarks import each other by plain name
+    latency, deployed = load("bench_latency"), load("bench_deployed")
+    # (produce ms, latency ms): arrivals 1010, 1015, 1120 after the 1 s warm-up drops the first sample
+    samples = [(0, 5), (1000, 10), (1005, 10), (1020, 100)]
+    steady = latency.steady_samples(samples)
+    assert steady == samples[1:]
+    assert latency.longest_gap_ms(steady) == 105.0
+    assert latency.longest_gap_ms([]) is None
+    t0 = dt.datetime(2026, 11, 27, tzinfo=dt.UTC)
+    rows = [("r1", t0, t0 + dt.timedelta(seconds=60)), ("r2", t0 + dt.timedelta(seconds=66.5), None)]
+    assert deployed.boundaries(rows) == [("r1", None, 60.0), ("r2", 6.5, None)]
