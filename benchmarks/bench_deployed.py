@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +25,8 @@ from confluent_kafka.admin import NewTopic
 import report
 from bench_latency import latency_floor, latency_mirrorflow, measure
 from bench_mirrorflow import prepare_flow_topics, write_config
-from harness import KEEP, Case, create_topics, run_id, warm_up
+from harness import KEEP, Case, bench_clusters, create_topics, run_id
 from mirrorflow.airflow.local_scheduler import LocalScheduler
-from mirrorflow.local.cluster import LocalClusters
 
 DEPLOYED = "dep"
 DAG_ID = f"mirrorflow__{DEPLOYED}__B"
@@ -86,12 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=300.0)
     parser.add_argument("--run-seconds", type=int, default=60, help="mirrorflow.copy.run.seconds of the DAG")
     args = parser.parse_args(argv)
-    directory = Path(tempfile.mkdtemp(prefix="mirrorflow-deployed-"))
-    clusters = LocalClusters.up(["A", "B"], directory / "clusters", heap_max="1g", tie_to_parent=True)
-    try:
-        source, target = clusters.bootstrap("A"), clusters.bootstrap("B")
-        warm_up(source)
-        warm_up(target)
+    with bench_clusters("mirrorflow-deployed-") as (directory, source, target):
         case = Case(0, args.size, args.partitions, f"deployed{run_id()}")
         config = directory / "in-process.properties"
         write_config(config, source, target, {"inp": (f"lat-inp-{case.topic}", "exactly-once")})
@@ -114,9 +106,6 @@ def main(argv: list[str] | None = None) -> int:
                 [(r, report.fmt(since, "{:.1f}"), report.fmt(ran, "{:.1f}")) for r, since, ran in runs],
             )
         )
-    finally:
-        clusters.down(purge=True)
-        shutil.rmtree(directory, ignore_errors=True)
     return 0
 
 

@@ -8,15 +8,11 @@ seconds), then per rate: the floor, then Mirrorflow (the delivery given), each f
 from __future__ import annotations
 
 import argparse
-import shutil
-import tempfile
-from pathlib import Path
 
 import report
 from bench_latency import latency_floor, latency_mirrorflow
 from bench_mirrorflow import write_config
-from harness import Case, run_id, warm_up
-from mirrorflow.local.cluster import LocalClusters
+from harness import Case, bench_clusters, run_id
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,12 +30,7 @@ def main(argv: list[str] | None = None) -> int:
         help="a flow key, e.g. mirrorflow.copy.transaction.max.ms=250",
     )
     args = parser.parse_args(argv)
-    directory = Path(tempfile.mkdtemp(prefix="mirrorflow-latency-"))
-    clusters = LocalClusters.up(["A", "B"], directory, heap_max="1g", tie_to_parent=True)
-    try:
-        source, target = clusters.bootstrap("A"), clusters.bootstrap("B")
-        warm_up(source)
-        warm_up(target)
+    with bench_clusters("mirrorflow-latency-") as (directory, source, target):
         rid = run_id()
         case = Case(0, args.size, args.partitions, f"sweep{rid}")
         rounds = [args.rates[len(args.rates) // 2], *args.rates]  # the first round warms the brokers
@@ -59,9 +50,6 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{rate:,.0f} records/s: floor p99 {floor.p99:.0f} ms, Mirrorflow p99 {copy.p99:.0f} ms", flush=True)
         print()
         print(report.text_table(report.LATENCY_HEADER, report.latency_rows(found)))
-    finally:
-        clusters.down(purge=True)
-        shutil.rmtree(directory, ignore_errors=True)
     return 0
 
 

@@ -11,15 +11,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 import time
-from pathlib import Path
 
 from confluent_kafka.admin import NewTopic
 
 from bench_mirrorflow import copy_in_process, write_config
-from harness import KEEP, Case, create_topics, produce_source, run_id, warm_up
-from mirrorflow.local.cluster import LocalClusters
+from harness import KEEP, Case, bench_clusters, create_topics, produce_source, run_id
 from mirrorflow.replication.copy_task import RECORD_OVERHEAD_BYTES
 
 PARTITIONS = 8
@@ -31,17 +28,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records-100b", type=int, default=2_000_000)
     parser.add_argument("--records-1kb", type=int, default=400_000)
     args = parser.parse_args(argv)
-    directory = Path(tempfile.mkdtemp(prefix="mirrorflow-bench-memory-"))
-    clusters = LocalClusters.up(["A", "B"], directory, heap_max="1g", tie_to_parent=True)
-    try:
-        source, target = clusters.bootstrap("A"), clusters.bootstrap("B")
+    with bench_clusters("mirrorflow-bench-memory-") as (directory, source, target):
         rid = run_id()
         cases = [
             Case(args.records_100b, 100, PARTITIONS, f"mem-{rid}-100b"),
             Case(args.records_1kb, 1024, PARTITIONS, f"mem-{rid}-1kb"),
         ]
         create_topics(source, [NewTopic(c.topic, c.partitions, 1, config=KEEP) for c in cases])
-        warm_up(target)
         for c in cases:
             produce_source(source, c)
         variants = {"bytes only (baseline)": 0, f"bytes and records ({RECORD_OVERHEAD_BYTES} B a record)": None}
@@ -62,8 +55,6 @@ def main(argv: list[str] | None = None) -> int:
             print(f"| {name} | {label} | {rate:,.0f} | {rss:.0f} |")
         print(f"\ncommand: python benchmarks/bench_task_memory.py {' '.join(argv or sys.argv[1:])}".rstrip())
         return 0
-    finally:
-        clusters.down()
 
 
 if __name__ == "__main__":

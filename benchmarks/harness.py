@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
+import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +24,7 @@ from confluent_kafka.admin import NewTopic
 
 from mirrorflow.kafka.client_logs import with_logger
 from mirrorflow.kafka.clients import admin_client
+from mirrorflow.local.cluster import LocalClusters
 
 KEEP = {"retention.ms": "-1"}
 COMPACT = {"cleanup.policy": "compact"}
@@ -54,6 +58,23 @@ class Case:
 
     def source_ends(self) -> list[int]:
         return [len(range(p, self.records, self.partitions)) for p in range(self.partitions)]
+
+
+@contextlib.contextmanager
+def bench_clusters(prefix: str, *, warm: bool = True) -> Iterator[tuple[Path, str, str]]:
+    """Two single-broker clusters A (source) and B (target) in a new temporary directory: (that directory, A's
+    and B's bootstrap), both warmed up unless `warm` is False; removed with the directory afterwards."""
+    directory = Path(tempfile.mkdtemp(prefix=prefix))
+    clusters = LocalClusters.up(["A", "B"], directory / "clusters", heap_max="1g", tie_to_parent=True)
+    try:
+        source, target = clusters.bootstrap("A"), clusters.bootstrap("B")
+        if warm:
+            warm_up(source)
+            warm_up(target)
+        yield directory, source, target
+    finally:
+        clusters.down(purge=True)
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def run_id() -> str:
