@@ -15,6 +15,7 @@ from mirrorflow.core.runbook_record import RUNBOOK_TOPIC
 from mirrorflow.local.properties import mm2_config_text
 from mirrorflow.replication.failover.fencing import moved, verify_writes_stopped
 from mirrorflow.replication.failover.options import FailoverOptions
+from mirrorflow.replication.failover.redirect import reverse_flow_lines
 from mirrorflow.replication.failover.state import DONE, StateStore
 from mirrorflow.replication.flow_rules import FlowRules
 from mirrorflow.replication.offset_translation import FlowOffsetMaps, Translation
@@ -116,3 +117,26 @@ def test_the_runbook_topic_is_never_replicated(tmp_path: Path) -> None:
     rules = FlowRules.of(load_config(path).flow("B->C"))
     assert not rules.should_replicate_topic(RUNBOOK_TOPIC)
     assert rules.should_replicate_topic("mirrorflow-runbooks-of-an-app")
+
+
+def test_the_reverse_flows_snippet_keeps_the_forward_flows_selection(tmp_path: Path) -> None:
+    """The way back selects what the way out selects: excludes and filter classes too (review, issue 21), or a
+    failback would copy home topics and groups the operator had left out."""
+    path = tmp_path / "mm2.properties"
+    forward = (
+        "A->B.enabled = true\nA->B.topics = orders.*\nA->B.topics.exclude = orders-tmp\n"
+        "A->B.groups = app-.*\nA->B.groups.exclude = app-test\n"
+        "A->B.topic.filter.class = mirrorflow.core.topic_filter.DefaultTopicFilter\n"
+    )
+    path.write_text(mm2_config_text({"A": "127.0.0.1:1", "B": "127.0.0.1:2"}, forward))
+    lines = reverse_flow_lines(load_config(path).flow("A->B"))
+    assert lines == [
+        "B->A.enabled = true",
+        "B->A.topics = orders.*",
+        "B->A.topics.exclude = orders-tmp",
+        "B->A.groups = app-.*",
+        "B->A.groups.exclude = app-test",
+        "B->A.topic.filter.class = mirrorflow.core.topic_filter.DefaultTopicFilter",
+    ]
+    path.write_text(mm2_config_text({"A": "127.0.0.1:1", "B": "127.0.0.1:2"}, "A->B.enabled = true\n"))
+    assert reverse_flow_lines(load_config(path).flow("A->B")) == ["B->A.enabled = true", "B->A.topics = .*"]

@@ -16,6 +16,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from mirrorflow.config.model import Flow
 from mirrorflow.core.bootstrap_redirect import BOOTSTRAP_TOPIC, BootstrapRedirect, encode_redirect
 from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.kafka.produce import OutgoingRecord, RecordWriter
@@ -107,15 +108,33 @@ def _post(url: str, payload: dict[str, Any], timeout_s: float) -> int:
     return status
 
 
+def reverse_flow_lines(flow: Flow) -> list[str]:
+    """The reverse flow's lines: enabled, with the forward flow's topic and group selection (its includes, and
+    its excludes and filter classes where they are not MM2's defaults), so a failback copies home what the
+    failover moved and nothing the operator had left out."""
+    name = f"{flow.target}->{flow.source}"
+    defaults = Flow.model_fields
+    lines = [f"{name}.enabled = true", f"{name}.topics = {', '.join(flow.topics)}"]
+    for attribute, key in (
+        ("topics_exclude", "topics.exclude"),
+        ("groups", "groups"),
+        ("groups_exclude", "groups.exclude"),
+        ("topic_filter_class", "topic.filter.class"),
+        ("group_filter_class", "group.filter.class"),
+    ):
+        value = getattr(flow, attribute)
+        if value != defaults[attribute].default:
+            lines.append(f"{name}.{key} = {', '.join(value) if isinstance(value, tuple) else value}")
+    return lines
+
+
 def arm_reverse(ctx: Context) -> Outcome:
     """The way back: the flow target->source must be enabled so that what clients now write there is copied to
     the old primary before a failback. We report (and write a snippet of) the config; we never edit the file."""
     name = f"{ctx.flow.target}->{ctx.flow.source}"
     if any(f.name == name for f in ctx.config.flows):
         return done(reverse_flow=name, armed=True, note=f"{name} is enabled in {ctx.config.path}; keep it running")
-    lines = [f"{name}.enabled = true", f"{name}.topics = {', '.join(ctx.flow.topics)}"]
-    if ctx.flow.groups != (".*",):
-        lines.append(f"{name}.groups = {', '.join(ctx.flow.groups)}")
+    lines = reverse_flow_lines(ctx.flow)
     note = f"add these lines to {ctx.config.path} and run the flow {name} so a failback has data to return"
     if ctx.dry_run or ctx.state_dir is None:  # state in Kafka: the lines are in the report, no local file
         return done(reverse_flow=name, armed=False, config=lines, note=note)
