@@ -62,11 +62,14 @@ test-integration: setup
 
 # --durations prints the slowest tests, so a CI log shows what to move into test-faults when time runs short.
 # LONG_TRIALS run only in `make test-faults` (the soak's 5 minutes; `make soak` runs it for an hour; the Spark
-# drivers SIGKILLed mid-copy, ~2 min; a copy task killed and completed by Airflow's retry, ~1.5 min); the soak's
-# verdict tests stay in `make test`.
+# drivers SIGKILLed mid-copy, ~2 min; a copy task killed and completed by Airflow's retry, ~1.5 min; two flows
+# on a real 4-core standalone master, ~2 min; a reset fencing a copy that holds a transaction open, ~1 min); the
+# soak's verdict tests stay in `make test`.
 LONG_TRIALS := tests/replication/test_soak.py::test_five_minutes_of_continuous_replication \
 	tests/spark/test_faults_driver.py::test_killed_drivers_resume_exactly \
-	tests/airflow/test_faults_retry.py::test_a_copy_task_killed_mid_copy_is_completed_by_airflows_retry
+	tests/airflow/test_faults_retry.py::test_a_copy_task_killed_mid_copy_is_completed_by_airflows_retry \
+	tests/spark/test_standalone_sizing.py::test_two_flows_copy_at_once_within_their_cores_and_a_starved_copy_times_out_clearly \
+	tests/replication/test_topic_identity.py::test_the_reset_fences_a_copy_holding_a_transaction
 test: lint browser postgres promtool
 	$(PY) -m pytest --durations=30 $(foreach t,$(LONG_TRIALS),--deselect=$(t)) $(PYTEST_ARGS)
 
@@ -76,6 +79,8 @@ test: lint browser postgres promtool
 FAULT_TESTS := tests/replication/test_copy_faults.py tests/replication/test_faults_brokers.py \
 	tests/replication/test_faults_group_offsets.py tests/replication/test_soak.py \
 	tests/spark/test_faults_driver.py tests/airflow/test_faults_retry.py \
+	tests/spark/test_standalone_sizing.py::test_two_flows_copy_at_once_within_their_cores_and_a_starved_copy_times_out_clearly \
+	tests/replication/test_topic_identity.py::test_the_reset_fences_a_copy_holding_a_transaction \
 	$(wildcard tests/replication/test_faults_network.py)
 test-faults: setup
 	MIRRORFLOW_FAULT_TRIALS=10 $(PY) -m pytest $(FAULT_TESTS) $(PYTEST_ARGS)
