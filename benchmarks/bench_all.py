@@ -272,7 +272,10 @@ def main(argv: list[str] | None = None) -> int:
                         continue
                     step(
                         f"Spark {kind}",
-                        partial(spark.copy, config, source, target, c, f"{kind}{i}", eos=eos),
+                        # se0 is the flow of the fixed-cost runs below: its remote topic stays
+                        partial(
+                            spark.copy, config, source, target, c, f"{kind}{i}", eos=eos, keep=kind == "se" and i == 0
+                        ),
                         runs,
                     )
         if spark is not None:

@@ -168,7 +168,12 @@ class SparkBench:
         gateway: Any = self.spark.sparkContext._gateway
         self.jvm_pid = int(gateway.proc.pid)
 
-    def copy(self, config: Path, source: str, target: str, case: Case, alias: str, *, eos: bool) -> Run:
+    def copy(
+        self, config: Path, source: str, target: str, case: Case, alias: str, *, eos: bool, keep: bool = False
+    ) -> Run:
+        """`keep`: leave the remote topic for the fixed-cost runs that follow (spark-submit, `dag.test()`): deleted,
+        the flow's next `sync_topics` would create it anew and the copy would stop, rightly, at a remote topic
+        re-created under its progress (a different topic ID)."""
         from mirrorflow.spark.copy_job import copy_flow
 
         prepare_flow_topics(source, target, alias, case, KEEP)
@@ -181,7 +186,8 @@ class SparkBench:
         first = watch.first_arrival or done
         if summary["records"] != case.records:
             raise RuntimeError(f"Spark copied {summary['records']} records, expected {case.records}")
-        delete_topics(target, [f"{alias}.{case.topic}"])
+        if not keep:
+            delete_topics(target, [f"{alias}.{case.topic}"])
         return Run(
             case.name,
             f"Mirrorflow interval Spark {self.master}, {'exactly-once' if eos else 'at-least-once'}",
