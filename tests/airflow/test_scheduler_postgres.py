@@ -109,9 +109,10 @@ def test_a_triggered_flow_dag_runs_under_the_scheduler_on_postgres(
     assert producer.flush(30) == 0
 
     # The dag-processor parses dags/ and stores the DAG in PostgreSQL; then the run is triggered.
-    wait_for(
-        "the DAG in the metadata DB", airflow, lambda: airflow.query("SELECT 1 FROM dag WHERE dag_id = %s", DAG_ID), 300
-    )
+    try:
+        airflow.wait_for_dag(DAG_ID)
+    except TimeoutError as err:
+        pytest.fail(str(err))
     run_to_end(airflow, DAG_ID)
     jobs = {row[0] for row in airflow.query("SELECT job_type FROM job")}
     assert "SchedulerJob" in jobs, jobs
