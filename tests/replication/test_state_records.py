@@ -14,12 +14,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import mirrorflow.replication.copy_setup as copy_setup
-from mirrorflow.core.offset_map import Segment, encode_segment, encode_segment_key
+from mirrorflow.core.offset_map import OffsetMap, Segment, StoredRuns, encode_segment, encode_segment_key
 from mirrorflow.core.progress import Progress, encode_progress, encode_progress_key
 from mirrorflow.kafka import compacted_log
 from mirrorflow.replication.copy_task import CopyTask
 from mirrorflow.replication.offset_translation import FlowOffsetMaps, RawRecord, Translation, assemble_offset_maps
-from mirrorflow.replication.state_records import PartitionSegments
 
 
 def reference_put(stored: dict[int, Segment], segment: Segment) -> None:
@@ -62,7 +61,8 @@ def random_history(rng: random.Random, steps: int) -> list[tuple[int, Segment | 
 @settings(max_examples=200, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), steps=st.integers(1, 80))
 def test_the_segment_store_applies_records_as_the_reference_rule_does(seed: int, steps: int) -> None:
-    store, reference = PartitionSegments(), {}
+    """On the histories an unthinned copy writes, readers fold as they did before thinning existed."""
+    store, reference = StoredRuns(), {}
     for start, segment in random_history(random.Random(seed), steps):
         if segment is None:
             store.delete(start)
@@ -70,7 +70,7 @@ def test_the_segment_store_applies_records_as_the_reference_rule_does(seed: int,
         else:
             store.put(segment)
             reference_put(reference, segment)
-        assert store.values() == sorted(reference.values(), key=lambda s: s.upstream_start)
+        assert store.runs() == sorted(reference.values(), key=lambda s: s.upstream_start)
 
 
 def progress(topic: str, next_upstream: int, downstream_end: int, copied: int) -> Progress:
@@ -166,3 +166,82 @@ def test_key_of_an_unknown_tombstone_is_skipped() -> None:
     records = [encode_progress(progress("t", 10, 10, 10)), (b"not a progress key", None)]
     maps = assemble_offset_maps([segment(0, 0, 10), (encode_segment_key("u", 0, 0), None)], records)
     assert FlowOffsetMaps(maps).translate("t", 0, 5).offset == 5
+
+
+def test_readers_keep_the_exact_window_of_a_thinned_map() -> None:
+    """A thinned map re-writes a merged run under an old key while the newer runs follow it. The readers' fold used
+    to drop every key after a re-written one: the exact window vanished, and offsets in it translated to the
+    replicated end, past records the group had not read (a skip). Readers fold as `StoredRuns` does."""
+    copy = OffsetMap(start=0, exact_runs=4)
+    log: list[RawRecord] = []
+    for t in range(40):  # one run per exactly-once transaction, with a one-offset gap on each side
+        copy.record_run(t * 3, t * 4, 2)
+        changes = copy.unflushed()
+        log += [encode_segment("t", 0, s) for s in changes.upserts]
+        log += [(encode_segment_key("t", 0, key), None) for key in changes.deletes]
+        copy.mark_flushed(changes)
+    stored = Progress("t", 0, 40 * 3 - 1, 40 * 4 - 2, 80, 0, 0)
+    maps = FlowOffsetMaps(assemble_offset_maps(log, [encode_progress(stored)]), progress={("t", 0): stored})
+    for upstream in range(36 * 3, 40 * 3 - 1):  # the window: the newest runs, exact
+        assert maps.translate("t", 0, upstream).offset == copy.translate(upstream), upstream
+    for upstream in range(0, 36 * 3):  # thinned: conservative, never past what the live map says
+        translated = maps.translate("t", 0, upstream).offset
+        assert translated is not None and translated <= copy.translate(upstream), upstream
+
+
+class EagerRuns:
+    """StoredRuns' rule with every deletion done at once (how it was first written): the reference for the lazy
+    key list, over thinned runs and tombstones anywhere."""
+
+    def __init__(self) -> None:
+        self.runs: dict[int, Segment] = {}
+
+    def put(self, s: Segment) -> None:
+        before = [k for k in self.runs if k < s.upstream_start]
+        if before and self.runs[max(before)].upstream_end > s.upstream_start:
+            self.runs[max(before)] = self.runs[max(before)].head(s.upstream_start)
+        for k in sorted(k for k in self.runs if k > s.upstream_start):
+            if k >= s.upstream_end and self.runs[k].downstream_start >= s.downstream_start:
+                break
+            del self.runs[k]
+        self.runs[s.upstream_start] = s
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    ops=st.lists(
+        st.tuples(st.booleans(), st.integers(0, 60), st.integers(0, 90), st.integers(1, 6), st.integers(0, 2)),
+        max_size=120,
+    )
+)
+def test_stored_runs_with_a_lazy_key_list_fold_as_the_eager_rule(ops: list[tuple[bool, int, int, int, int]]) -> None:
+    lazy, eager = StoredRuns(), EagerRuns()
+    for is_delete, u, d, n, gaps in ops:
+        if is_delete:
+            lazy.delete(u)
+            eager.runs.pop(u, None)
+        else:
+            run = Segment(u, d, n + gaps, upstream_gaps=gaps, downstream_extra=gaps, weight=1 + gaps)
+            lazy.put(run)
+            eager.put(run)
+        assert lazy.runs() == [eager.runs[k] for k in sorted(eager.runs)]
+
+
+def test_stored_runs_rebuild_their_key_list_after_many_tombstones() -> None:
+    """Retention prunes the oldest runs while new ones arrive, then an at-least-once copy resumes: the rebuilt key
+    list folds as the eager rule does."""
+    rng = random.Random(7)
+    lazy, eager = StoredRuns(), EagerRuns()
+    for i in range(600):
+        run = Segment(3 * i, 4 * i, 2)
+        lazy.put(run)
+        eager.put(run)
+        if i >= 100 and rng.random() < 0.9:
+            victim = rng.choice(sorted(eager.runs)[:50])
+            lazy.delete(victim)
+            eager.runs.pop(victim)
+    assert len(lazy._keys) <= 2 * len(eager.runs) + 64  # the list was rebuilt along the way
+    for run in (Segment(1500, 5000, 4), Segment(1490, 5100, 3)):  # resumed copies cut the stale tails
+        lazy.put(run)
+        eager.put(run)
+    assert lazy.runs() == [eager.runs[k] for k in sorted(eager.runs)]

@@ -218,37 +218,48 @@ class StoredRuns:
     or copies a resumed at-least-once copy made again) and those whose copies lie below its downstream start
     (an earlier attempt's tail: a live run further upstream always lies further downstream, I1). Runs after it
     that lie after it on both sides stay: a thinned run is re-written under an old key while newer runs follow.
-    Amortised O(log n) a record: each key is dropped once, and the scan stops at the first run it keeps.
+    Amortised O(log n) a record: each key is dropped once, and the scan stops at the first run it keeps; a
+    tombstone is O(1) amortised (the key list is cleaned lazily), so a year of retention prunes stays linear.
     """
 
     __slots__ = ("_keys", "_runs")
 
     def __init__(self) -> None:
         self._runs: dict[int, Segment] = {}
-        self._keys: list[int] = []  # sorted; records mostly arrive in key order, so insort appends
+        # Sorted; records mostly arrive in key order, so insort appends. It may hold keys of deleted runs: a
+        # tombstone only leaves the dict (retention prunes the oldest runs, and deleting from the front of a
+        # list of millions would cost O(n) each), and the list is rebuilt once half of it is stale.
+        self._keys: list[int] = []
 
     def put(self, s: Segment) -> None:
         start, keys, runs = s.upstream_start, self._keys, self._runs
         i = bisect_left(keys, start)
-        if i > 0:
-            before = runs[keys[i - 1]]
+        for b in range(i - 1, -1, -1):  # the nearest live run before `start` is the only one reaching it
+            before = runs.get(keys[b])
+            if before is None:
+                continue
             if before.upstream_end > start:
-                runs[keys[i - 1]] = before.head(start)
+                runs[keys[b]] = before.head(start)
+            break
         j = i + 1 if i < len(keys) and keys[i] == start else i
         k = j
-        while k < len(keys) and (keys[k] < s.upstream_end or runs[keys[k]].downstream_start < s.downstream_start):
-            del runs[keys[k]]
+        while k < len(keys):
+            later = runs.get(keys[k])
+            if later is not None:
+                if keys[k] >= s.upstream_end and later.downstream_start >= s.downstream_start:
+                    break
+                del runs[keys[k]]
             k += 1
         del keys[j:k]
-        if start not in runs:
+        if j == i:
             keys.insert(i, start)
         runs[start] = s
 
     def delete(self, upstream_start: int) -> None:
         """A tombstone."""
-        if self._runs.pop(upstream_start, None) is not None:
-            del self._keys[bisect_left(self._keys, upstream_start)]
+        if self._runs.pop(upstream_start, None) is not None and len(self._keys) > 2 * len(self._runs) + 64:
+            self._keys = [key for key in self._keys if key in self._runs]
 
     def runs(self) -> list[Segment]:
         """The live runs in upstream order, for `OffsetMap.restore`."""
-        return [self._runs[key] for key in self._keys]
+        return [self._runs[key] for key in self._keys if key in self._runs]

@@ -231,7 +231,7 @@ def _cut(segments: Iterable[Segment], next_upstream: int) -> list[Segment]:
         if segment.upstream_start >= next_upstream:
             continue
         if segment.upstream_end > next_upstream:
-            segment = Segment(segment.upstream_start, segment.downstream_start, next_upstream - segment.upstream_start)
+            segment = segment.head(next_upstream)  # a thinned run's head stays conservative
         kept.append(segment)
     return kept
 

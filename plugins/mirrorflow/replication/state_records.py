@@ -5,19 +5,20 @@ tailing ones (`OffsetMapTail`), so that they can never disagree on what the stor
 
 - progress: the last record per source partition wins; a tombstone means "no progress" (what `mirrorflow
   reset` writes), at once, not only after compaction has removed the older records.
-- offset map: the last record per key wins, a tombstone deletes its segment, and a segment stored at upstream
-  start S replaces every segment at or after S and cuts the one before it at S. The copy only ever rewrites its
-  history from some offset onwards (a tail that grew, or an at-least-once copy that resumed from an older
-  progress record and copied the tail again); the later copy is the one a consumer reads.
+- offset map: folded by `core.offset_store.StoredRuns`: the last record per key wins, a tombstone deletes its
+  run, and a run stored at upstream start S cuts the one before it at S (conservatively when that one is
+  thinned) and drops the later runs it makes stale: those inside its upstream span, and those lying below it
+  downstream (an at-least-once copy that resumed from an older progress record and copied the tail again: the
+  later copy is the one a consumer reads). Runs after it on both sides stay: thinning re-writes a merged run
+  under an old key while the newer, exact runs follow it.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections.abc import Collection, Iterable, Mapping
 
 from mirrorflow.core.errors import MirrorflowError
-from mirrorflow.core.offset_map import Segment, decode_segment, decode_segment_key
+from mirrorflow.core.offset_map import Segment, StoredRuns, decode_segment, decode_segment_key
 from mirrorflow.core.progress import Progress, decode_progress, decode_progress_key
 from mirrorflow.kafka.compacted_log import OPEN_TRANSACTION_WAIT_S, read_to_end
 
@@ -26,59 +27,14 @@ RawRecord = tuple[bytes | None, bytes | None]
 """(key, value) of a stored record, in log order."""
 
 
-class PartitionSegments:
-    """The live segments of one source partition, in upstream order.
-
-    Applying a record costs O(log n) amortised, whatever the history's length: because a put replaces the
-    whole suffix from its start, the segments stay sorted in insertion order, and a sorted list of starts
-    (bisect) finds the suffix. Tombstones only remove from the dict; their starts are dropped from the list
-    lazily (each start is appended once and removed once).
-    """
-
-    __slots__ = ("_by_start", "_starts")
-
-    def __init__(self) -> None:
-        self._by_start: dict[int, Segment] = {}
-        self._starts: list[int] = []  # ascending; may hold starts of deleted segments (see the docstring)
-
-    def __len__(self) -> int:
-        return len(self._by_start)
-
-    def values(self) -> list[Segment]:
-        """The segments in upstream order."""
-        return list(self._by_start.values())
-
-    def put(self, segment: Segment) -> None:
-        start = segment.upstream_start
-        i = bisect_left(self._starts, start)
-        for later in self._starts[i:]:
-            self._by_start.pop(later, None)
-        del self._starts[i:]
-        for j in range(i - 1, -1, -1):  # the nearest live segment before `start` is the only one reaching it
-            before = self._by_start.get(self._starts[j])
-            if before is None:
-                continue
-            if before.upstream_end > start:
-                self._by_start[before.upstream_start] = Segment(
-                    before.upstream_start, before.downstream_start, start - before.upstream_start
-                )
-            break
-        self._starts.append(start)
-        self._by_start[start] = segment
-
-    def delete(self, upstream_start: int) -> None:
-        if self._by_start.pop(upstream_start, None) is not None and len(self._starts) > 2 * len(self._by_start) + 64:
-            self._starts = list(self._by_start)
-
-
-SegmentStore = dict[TopicPartition, PartitionSegments]
+SegmentStore = dict[TopicPartition, StoredRuns]
 """The live segments per source partition."""
 
 
 def segments_of(store: SegmentStore, tp: TopicPartition) -> list[Segment]:
     """The live segments of `tp` in upstream order (none if it has no record)."""
     found = store.get(tp)
-    return [] if found is None else found.values()
+    return [] if found is None else found.runs()
 
 
 def apply_segment_records(
@@ -100,7 +56,7 @@ def apply_segment_records(
         topic, partition, segment = decode_segment(key, value)
         if wanted is not None and topic not in wanted:
             continue
-        segments.setdefault((topic, partition), PartitionSegments()).put(segment)
+        segments.setdefault((topic, partition), StoredRuns()).put(segment)
         touched.add((topic, partition))
     return touched
 
