@@ -183,10 +183,20 @@ def test_readers_keep_the_exact_window_of_a_thinned_map() -> None:
     stored = Progress("t", 0, 40 * 3 - 1, 40 * 4 - 2, 80, 0, 0)
     maps = FlowOffsetMaps(assemble_offset_maps(log, [encode_progress(stored)]), progress={("t", 0): stored})
     for upstream in range(36 * 3, 40 * 3 - 1):  # the window: the newest runs, exact
-        assert maps.translate("t", 0, upstream).offset == copy.translate(upstream), upstream
-    for upstream in range(0, 36 * 3):  # thinned: conservative, never past what the live map says
-        translated = maps.translate("t", 0, upstream).offset
-        assert translated is not None and translated <= copy.translate(upstream), upstream
+        assert maps.translate("t", 0, upstream) == Translation(copy.translate(upstream), "exact"), upstream
+    labels = set()
+    for upstream in range(0, 36 * 3):  # thinned: never past what the live map says, and labelled with the bound
+        found = maps.translate("t", 0, upstream)
+        offset, bound = cast(tuple[int, int], copy.translate_bounded(upstream))
+        assert (found.offset, found.rereads) == (offset, bound), upstream
+        t, into = divmod(upstream, 3)  # the exact answer: the copy of the first copied record at or after it
+        exact = 4 * t + into if into < 2 else 4 * (t + 1)
+        reread = sum(1 for d in range(offset, exact) if d % 4 < 2)  # copies sit at 4t and 4t + 1
+        assert found.status == ("conservative" if bound else "exact") and offset <= exact and reread <= bound
+        labels.add(found.label)
+    assert "exact" in labels and any(label.startswith("conservative (<= ") for label in labels), labels
+    back = maps.untranslate("t", 0, 10)  # inside a thinned run downstream: the way home is bounded too
+    assert back.status == "conservative" and back.rereads > 0 and back.offset is not None and back.offset <= 8
 
 
 class EagerRuns:

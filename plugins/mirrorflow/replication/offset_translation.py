@@ -35,21 +35,29 @@ from mirrorflow.replication.state_records import (
 
 log = logging.getLogger(__name__)
 
-Status = Literal["exact", "ahead-of-copy", "not-copied", "before-history", "map-missing"]
+Status = Literal["exact", "conservative", "ahead-of-copy", "not-copied", "before-history", "map-missing"]
 """map-missing: the progress says records were copied, but the offset map holds none of them (its records
 were deleted): nothing can be translated exactly, so nothing is (see `assemble_offset_maps`)."""
 
 
 @dataclass(frozen=True)
 class Translation:
-    """`offset` is None unless `status` is "exact" or "ahead-of-copy".
+    """`offset` is None unless `status` is "exact", "conservative" or "ahead-of-copy".
 
+    conservative: the offset lies in a thinned run of the map (core/offset_runs.py): a group resuming there
+    re-reads at most `rereads` records it had read, and skips none.
     ahead-of-copy: the group is past what the copy has read; `offset` is the replicated end, so nothing on
     the target is re-read or skipped, and records copied later that the group already read will be re-read.
     """
 
     offset: int | None
     status: Status
+    rereads: int = 0
+
+    @property
+    def label(self) -> str:
+        """The status as reports show it: "conservative (<= N re-reads)" names the bound."""
+        return f"conservative (<= {self.rereads} re-reads)" if self.status == "conservative" else self.status
 
 
 @dataclass(frozen=True)
@@ -124,10 +132,10 @@ class FlowOffsetMaps:
                 return Translation(None, "before-history")
             upstream_offset = offset_map.start
         ahead = upstream_offset > offset_map.upstream_end
-        offset = offset_map.translate(upstream_offset, clamp_ahead=True)
-        if offset is None:
+        found = offset_map.translate_bounded(upstream_offset, clamp_ahead=True)
+        if found is None:
             return Translation(None, "not-copied")
-        return Translation(offset, "ahead-of-copy" if ahead else "exact")
+        return _bounded(found, "ahead-of-copy" if ahead else "exact")
 
     def _whole_history(self, topic: str, partition: int) -> bool:
         """The map holds every record the progress says was copied: its first segment is the copy's first."""
@@ -143,8 +151,14 @@ class FlowOffsetMaps:
         the source topic (`OffsetMap.untranslate`). Exact even past the replicated end: a read_committed consumer
         steps over the copy's last commit marker, and past every copy it has read them all."""
         offset_map = self._maps.get((topic, partition))
-        offset = None if offset_map is None else offset_map.untranslate(downstream_offset)
-        return Translation(None, "not-copied") if offset is None else Translation(offset, "exact")
+        found = None if offset_map is None else offset_map.untranslate_bounded(downstream_offset)
+        return Translation(None, "not-copied") if found is None else _bounded(found, "exact")
+
+
+def _bounded(found: tuple[int, int], status: Status) -> Translation:
+    """A translation with its re-read bound: above 0 it is conservative whatever `status` would have said."""
+    offset, rereads = found
+    return Translation(offset, "conservative", rereads) if rereads > 0 else Translation(offset, status)
 
 
 def learn_leading_gaps(

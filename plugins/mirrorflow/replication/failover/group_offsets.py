@@ -94,10 +94,10 @@ def translate(ctx: Context) -> list[dict[str, Any]]:
                     topic, policy=policy, source_alias=flow.source, target_alias=flow.target
                 )
                 t = maps.translate(topic, partition, committed.offset)
-                offset, status = t.offset, t.status
+                offset, status = t.offset, t.label
             else:
                 remote, t = home, inverse.untranslate(home, partition, committed.offset)
-                offset, status = t.offset, t.status
+                offset, status = t.offset, t.label
             rows.append(_row(group, topic, remote, partition, committed.offset, offset, status, committed.metadata))
     return rows
 
@@ -115,13 +115,13 @@ def both_origins(
     ahead = forward.translate(topic, partition, position)
     back = reverse.untranslate(topic, partition, position)
     if ahead.offset is None:  # nothing of the source's own to translate (or a stale position)
-        return (back.offset, back.status) if on_a_copy(reverse, topic, partition, position) else (None, ahead.status)
+        return (back.offset, back.label) if on_a_copy(reverse, topic, partition, position) else (None, ahead.label)
     if back.offset is None:
-        return ahead.offset, ahead.status
+        return ahead.offset, ahead.label
     resume = min(ahead.offset, _past_own_copies(forward, reverse, topic, partition, back.offset))
     if not _rereads_nothing(forward, reverse, topic, partition, resume, position):
         return resume, "re-read"
-    return resume, ahead.status if resume == ahead.offset else back.status
+    return resume, ahead.label if resume == ahead.offset else back.label
 
 
 def _past_own_copies(forward: FlowOffsetMaps, reverse: FlowOffsetMaps, topic: str, partition: int, back: int) -> int:
