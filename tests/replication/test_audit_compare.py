@@ -3,9 +3,19 @@
 from __future__ import annotations
 
 from collections import Counter
+from types import SimpleNamespace
 
+from mirrorflow.core.offset_map import OffsetMap, Segment
 from mirrorflow.core.provenance import ORIGIN_HEADER
-from mirrorflow.replication.audit import PartitionRecords, compare_topic, latency_report, percentile, record_hash
+from mirrorflow.replication.audit import (
+    PartitionRecords,
+    _drop_expired_head,
+    _skip_expired,
+    compare_topic,
+    latency_report,
+    percentile,
+    record_hash,
+)
 
 
 def side(*partitions: list[str]) -> dict[int, PartitionRecords]:
@@ -64,3 +74,26 @@ def test_latency_sources() -> None:
     from_metrics = latency_report([], [{"replication-latency-ms-max": 40.0, "replication-latency-ms-avg": 5.0}])
     assert from_metrics["source"] == "copy-metrics" and from_metrics["max_ms"] == 40.0
     assert latency_report([], None)["measurable"] is False
+
+
+def test_records_whose_source_expired_inside_a_thinned_run_are_not_faults() -> None:
+    """Retention deleted source records 0..4 of a copy whose map thinned them into one run: the log start
+    translates early (conservative), so the target head still holds copies of deleted records. The audit drops at
+    most the run's re-read bound of them, up to the copy of the first surviving record, and nothing else."""
+    thinned = OffsetMap.restore([Segment(0, 0, 8, upstream_gaps=2, downstream_extra=2, weight=2)], exact_runs=4)
+    maps = SimpleNamespace(get=lambda _topic, _p: thinned)
+    found = thinned.translate_bounded(5, clamp_ahead=True)
+    assert found is not None and found[1] > 0  # the test's premise: a conservative translation
+    names = [f"r{i}" for i in range(10)]  # target: copies of source records 0..9 (two were gaps: 10 offsets)
+
+    def audit(source_from: int, target: list[str]) -> dict[str, int]:
+        actual, expected = side(target), side(names[source_from:])
+        unsure = _skip_expired(actual, maps, "t", 0, source_from)
+        _drop_expired_head(actual[0], expected[0], unsure)
+        return compare_topic("t", "A.t", expected, actual).counts()
+
+    assert audit(5, names)["unexpected"] == 0 and audit(5, names)["checked"] == 5
+    assert audit(5, [*names[:6], "x9", *names[6:]])["unexpected"] == 1  # a stray record stays visible
+    without = side(names)
+    _skip_expired(without, maps, "t", 0, 5)
+    assert compare_topic("t", "A.t", side(names[5:]), without).counts()["unexpected"] == 5 - found[0]
