@@ -35,7 +35,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "plugins"))
 
-from mirrorflow.core.offset_map import NO_THINNING, OffsetMap, Segment, decode_segment, encode_segment  # noqa: E402
+from mirrorflow.core.offset_map import (  # noqa: E402
+    NO_THINNING,
+    OffsetMap,
+    Segment,
+    StoredRuns,
+    decode_segment,
+    encode_segment,
+)
 from mirrorflow.core.offset_runs import THINNING_WINDOW  # noqa: E402
 from report import text_table  # noqa: E402
 
@@ -140,7 +147,24 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"offset map of one partition, exactly-once copy, W = {args.window} exact runs (baseline: no thinning)")
     print(text_table(header, rows))
+    print("\nreaders folding an unthinned map (StoredRuns): seconds, without and with retention tombstones for half")
+    folds = [fold_row(n) for n in (100_000, 200_000, 400_000)]
+    print(text_table(("records", "no tombstones s", "half pruned s"), folds))
     return 0
+
+
+def fold_row(records: int) -> tuple[str, str, str]:
+    """What a reader pays to fold `records` runs of a partition, without deletes and with retention pruning the
+    oldest run for each new one past the middle (the tombstones a long retention leaves): both should be linear."""
+    timings = []
+    for prune in (False, True):
+        folded, began = StoredRuns(), time.process_time()
+        for i in range(records):
+            folded.put(Segment(3 * i, 4 * i, 2))
+            if prune and i >= records // 2:
+                folded.delete(3 * (i - records // 2))
+        timings.append(f"{time.process_time() - began:.2f}")
+    return (f"{records:,}", *timings)
 
 
 if __name__ == "__main__":
