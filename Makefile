@@ -129,9 +129,10 @@ scale-sim: setup
 	$(PY) benchmarks/scale_sim.py $(SIM_ARGS)
 
 # Mirrorflow against real MirrorMaker 2 and the broker's raw limit on local clusters it starts; regenerates
-# docs/benchmarks.md and docs/benchmarks.png (~20 minutes). bench-quick: ~3 minutes, writes build/bench-quick/.
+# docs/benchmarks.md and docs/benchmarks.png (~50 minutes with the deployed path). bench-quick: ~3 minutes, writes
+# build/bench-quick/ (no deployed path).
 .PHONY: bench
-bench: setup
+bench: setup postgres
 	$(PY) benchmarks/bench_all.py --write-docs $(BENCH_ARGS)
 
 .PHONY: bench-quick

@@ -6,7 +6,9 @@ topics, then per case measures: Kafka's ProducerPerformance into the target and 
 consume->produce loop (the raw limits), real MM2 in dedicated mode (at-least-once and exactly-once), and
 Mirrorflow in interval mode (own process, and Spark local) and continuous mode, exactly-once and at-least-once.
 Then the end-to-end latency of Mirrorflow's continuous mode and of MM2 under a steady producer at half of
-Mirrorflow's continuous throughput, and the fixed cost of one `spark-submit` run. Prints a table; with
+Mirrorflow's continuous throughput; the deployed path (the continuous flow DAG under a real Airflow scheduler,
+`bench_deployed.in_suite`) at half of the Spark copy's rate, with its run boundaries; and the fixed cost of one
+`spark-submit` run. Prints a table; with
 `--write-docs` also regenerates the results part of docs/benchmarks.md and docs/benchmarks.png.
 """
 
@@ -31,6 +33,7 @@ from pathlib import Path
 from confluent_kafka import libversion
 from confluent_kafka.admin import NewTopic
 
+import bench_deployed
 import report
 from bench_airflow import airflow_overhead
 from bench_latency import latency_floor, latency_mirrorflow, latency_mm2
@@ -59,6 +62,7 @@ class Plan:
     mm2_tuned: bool = True  # beside the default MM2: the tuning guides' settings (bench_mm2.TUNED)
     raw_grid: tuple[tuple[int, int], ...] = SWEEP  # ProducerPerformance (batch.size, linger.ms) points
     spark_submit: bool = True
+    deployed: bool = True  # the flow DAG under a real scheduler (bench_deployed.in_suite, ~8 min)
     timeout_s: float = 900.0
     skip: set[str] = field(default_factory=set)
 
@@ -76,6 +80,7 @@ def plan_of(args: argparse.Namespace) -> Plan:
             mm2_all_cases=False,
             raw_grid=QUICK_SWEEP,
             spark_submit=False,
+            deployed=False,
             timeout_s=300.0,
         )
         plan.skip |= {"spark-alos"}
@@ -145,6 +150,7 @@ def render(
     overheads: list[report.Overhead],
     transforms: str | None,
     schema_ids: str | None = None,
+    deployed: str | None = None,
 ) -> str:
     parts = [
         f"Command: `{command}`; {about}.",
@@ -164,6 +170,9 @@ def render(
             report.markdown_table(report.LATENCY_HEADER, report.latency_rows(latencies)),
             "",
         ]
+    if deployed:
+        parts += ["The deployed path's copy tasks (Airflow's metadata DB; a gap is the time between two):", ""]
+        parts += ["```", deployed, "```", ""]
     for o in overheads:
         copy = f" (the copy itself: {o.copy_seconds:.2f}s)" if o.copy_seconds is not None else ""
         parts += [f"Fixed cost per run: {o.what}: {o.seconds:.1f}s{copy}.", ""]
@@ -300,8 +309,12 @@ def main(argv: list[str] | None = None) -> int:
             except Exception as err:
                 print(f"  FAILED: {err!r}", flush=True)
         latencies: list[report.Latency] = []
+        deployed_text = None
         if not args.no_latency:
             latencies = measure_latencies(plan, cases, runs, runtime, config, source, target, directory)
+            if plan.deployed:
+                deployed, deployed_text = bench_deployed.in_suite(runs, cases, directory, (source, target))
+                latencies += [deployed] if deployed is not None else []
         transforms = run_transforms_bench(directory, args.quick)
         schema_ids = run_schema_ids_bench(args.quick)
         about = versions(runtime.version) + f"; whole run {time.perf_counter() - t0:.0f}s"
@@ -315,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
         print()
         print(report.text_table(("goal", "measured", "verdict"), report.goal_rows(report.goals(runs, latencies))))
         print(f"\n{about}")
-        section = render(command, about, runs, latencies, overheads, transforms, schema_ids)
+        section = render(command, about, runs, latencies, overheads, transforms, schema_ids, deployed_text)
         title = f"{command}: records/s ({os.cpu_count()} cores, {dt.date.today()})"
         if args.write_docs:
             write_docs(DOCS / "benchmarks.md", section)

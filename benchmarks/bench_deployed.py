@@ -30,6 +30,36 @@ from mirrorflow.airflow.local_scheduler import LocalScheduler
 
 DEPLOYED = "dep"
 DAG_ID = f"mirrorflow__{DEPLOYED}__B"
+FLOW_DAG = report.FLOW_DAG
+
+
+def in_suite(
+    runs: list[report.Run],
+    cases: list[Case],
+    directory: Path,
+    clusters: tuple[str, str],
+    seconds: float = 300.0,
+    run_seconds: int = 60,
+) -> tuple[report.Latency | None, str]:
+    """`make bench`'s deployed row: the 1 KB case with the most partitions, at half of the Spark exactly-once
+    copy's rate in this run (whole run, start-up included, as the other latency rows), 300 s with
+    `run.seconds` 60 (four boundaries); the latency row, and the boundaries as text for the page."""
+    case = max(cases, key=lambda c: (c.size, c.partitions))
+    spark = [r for r in runs if r.case == case.name and report.DEPLOYED in r.variant and r.eos]
+    if not spark:
+        return None, "the deployed path: no Spark exactly-once rate measured, skipped"
+    rate = spark[0].rate / 2
+    print(f"- deployed path: the flow DAG under a real scheduler at {rate:,.0f} records/s ...", flush=True)
+    deployed = Case(0, case.size, case.partitions, f"deployed{run_id()}")
+    latency, found = latency_deployed(directory, *clusters, deployed, rate, seconds, run_seconds)
+    return latency, boundaries_text(found)
+
+
+def boundaries_text(found: list[tuple[str, float | None, float | None]]) -> str:
+    return report.text_table(
+        ("run", "s since the previous copy ended", "copy task ran s"),
+        [(r, report.fmt(since, "{:.1f}"), report.fmt(ran, "{:.1f}")) for r, since, ran in found],
+    )
 
 
 def latency_deployed(
@@ -53,7 +83,7 @@ def latency_deployed(
     )
     with LocalScheduler.running(directory / "airflow", config) as airflow:
         airflow.wait_for_dag(DAG_ID)
-        name = f"flow DAG under the scheduler, exactly-once, run.seconds {run_seconds}"
+        name = f"{FLOW_DAG}, exactly-once, run.seconds {run_seconds}"
         latency = measure(name, case, source, target, topic, f"{DEPLOYED}.{topic}", rate, seconds, lambda: None, 600)
         rows = airflow.query(
             "SELECT run_id, start_date, end_date FROM task_instance WHERE dag_id = %s AND task_id = 'copy' "
@@ -100,12 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         print(report.text_table(header, body))
         print()
         print("Deployed path, each copy task (from Airflow's metadata DB):")
-        print(
-            report.text_table(
-                ("run", "s since the previous copy ended", "copy task ran s"),
-                [(r, report.fmt(since, "{:.1f}"), report.fmt(ran, "{:.1f}")) for r, since, ran in runs],
-            )
-        )
+        print(boundaries_text(runs))
     return 0
 
 

@@ -180,3 +180,16 @@ def test_the_longest_arrival_gap_and_the_deployed_paths_copy_boundaries(monkeypa
     t0 = dt.datetime(2026, 11, 27, tzinfo=dt.UTC)
     rows = [("r1", t0, t0 + dt.timedelta(seconds=60)), ("r2", t0 + dt.timedelta(seconds=66.5), None)]
     assert deployed.boundaries(rows) == [("r1", None, 60.0), ("r2", 6.5, None)]
+
+
+def test_the_deployed_path_is_judged_on_p99_p50_and_its_longest_gap() -> None:
+    """issue 19's deployed goals: p99 ≤ 1 s, p50 ≤ 200 ms and no gap between arrivals above 1 s."""
+    name = f"{report.FLOW_DAG}, exactly-once, run.seconds 60"
+    lat = report.Latency("1KB x 8p", name, 1000.0, 990.0, (90, 100, 120, 900), longest_gap_ms=37_501.0)
+    found = {g.text: g for g in report.goals([], [lat])}
+    assert found[f"1KB x 8p {name}: p99 ≤ 1 s at half max"].met is True
+    assert found[f"1KB x 8p {name}: p50 ≤ 200 ms"].met is True
+    gap = found[f"1KB x 8p {name}: longest gap between arrivals ≤ 1 s"]
+    assert (gap.met, gap.measured) == (False, "37501 ms")
+    unknown = report.Latency("1KB x 8p", name, 1000.0, 990.0, (90,))
+    assert {g.text: g for g in report.goals([], [unknown])}[gap.text].met is None
