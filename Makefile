@@ -63,9 +63,10 @@ test-integration: setup
 # --durations prints the slowest tests, so a CI log shows what to move into test-faults when time runs short.
 # LONG_TRIALS run only in `make test-faults` (the soak's 5 minutes; `make soak` runs it for an hour; the Spark
 # drivers SIGKILLed mid-copy, ~2 min; a copy task killed and completed by Airflow's retry, ~1.5 min; two flows
-# on a real 4-core standalone master, ~2 min; a reset fencing a copy that holds a transaction open, ~1 min); the
-# soak's verdict tests stay in `make test`.
+# on a real 4-core standalone master, ~2 min; a reset fencing a copy that holds a transaction open, ~1 min; the
+# network cut mid-copy, ~1 min on a busy host); the soak's verdict tests stay in `make test`.
 LONG_TRIALS := tests/replication/test_soak.py::test_five_minutes_of_continuous_replication \
+	tests/replication/test_faults_network.py::test_a_network_cut_mid_copy_loses_and_duplicates_nothing \
 	tests/spark/test_faults_driver.py::test_killed_drivers_resume_exactly \
 	tests/airflow/test_faults_retry.py::test_a_copy_task_killed_mid_copy_is_completed_by_airflows_retry \
 	tests/spark/test_standalone_sizing.py::test_two_flows_copy_at_once_within_their_cores_and_a_starved_copy_times_out_clearly \
