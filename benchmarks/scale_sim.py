@@ -221,7 +221,7 @@ def startup_scan(tasks: list[CopyTask], dirty_versions: int) -> dict[str, Any]:
     finally:
         for (module, name), original in zip(PATCHED, originals, strict=True):
             setattr(module, name, original)
-    assert found is not None and stored, "the synthetic records must hold the task's own state"
+    assert found is not None and stored.runs, "the synthetic records must hold the task's own state"
     per_task = progress_s + segments_s + snapshots_s
     scanned = sum(len(k or b"") + len(v or b"") for records in topics.values() for _, _, k, v, _ in records)
     return {

@@ -7,17 +7,20 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
-from tests.kafka_helpers import create_topic
+from tests.kafka_helpers import create_topic, read_partition
 from tests.replication.conftest import WriteConfig
 from tests.replication.helpers import committed_count, continuous_tasks
 
+import mirrorflow.replication.copy_range as copy_range_module
 from mirrorflow.core.offset_sync import OffsetSync
 from mirrorflow.kafka.compacted_log import read_to_end
 from mirrorflow.kafka.metrics_store import read_snapshots
+from mirrorflow.kafka.offsets import PartitionBounds, partition_bounds
 from mirrorflow.local.cluster import LocalClusters
 from mirrorflow.replication.copy_loop import PUBLISH_INTERVAL_S
 from mirrorflow.replication.copy_range import copy_range
@@ -119,3 +122,84 @@ def test_small_commits_share_offset_syncs_and_metrics_and_the_last_position_is_s
     stored = read_snapshots("B", task.target_consumer, task.metrics_topic, timeout_s=30)
     last = Snapshot.decode(stored[snapshot_key(task.remote_topic, 0)])
     assert last.values["record-count"] == sent  # the final snapshot holds every record
+
+
+@pytest.mark.timeout(300)
+def test_a_continuous_copy_fenced_by_the_next_run_ends_cleanly_and_loses_nothing(
+    kafka_clusters: LocalClusters,
+    kafka_producer: Callable[..., Producer],
+    kafka_consumer: Callable[..., Consumer],
+    source_topic: str,
+    write_config: WriteConfig,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The handover of continuous mode (issue 19): the next run's copy of a partition initialises the same
+    transactional id and so fences the running one. The fenced run must end as a handed-over run (its result
+    counts only what it committed, no error for Spark to retry: a retry would fence the new owner back), and the
+    records on the target are the source's, each once, in order. The new copy reads the source bounds only after
+    fencing and reading the progress; before, a progress the old run committed meanwhile lay beyond those bounds and
+    the new copy refused to start ("the source topic was re-created")."""
+    topic = source_topic
+    (task,) = continuous_tasks(write_config, topic, 1)
+    producing, stop_new = threading.Event(), threading.Event()
+    producing.set()
+    sent: list[int] = []
+
+    def produce() -> None:
+        producer = kafka_producer("A")
+        while producing.is_set():
+            producer.produce(topic, value=f"r{len(sent)}".encode(), partition=0)
+            sent.append(len(sent))
+            producer.poll(0)
+            time.sleep(0.002)
+        assert producer.flush(30) == 0
+
+    old_commits: list[CopyResult] = []
+    outcomes: dict[str, CopyResult | BaseException] = {}
+
+    def run(name: str, **kwargs: Any) -> None:
+        try:
+            outcomes[name] = copy_range(task, **kwargs)
+        except BaseException as err:
+            outcomes[name] = err
+
+    feeder = threading.Thread(target=produce)
+    old = threading.Thread(target=run, args=("old",), kwargs={"on_batch": lambda r: old_commits.append(replace(r))})
+    feeder.start()
+    old.start()
+    deadline = time.monotonic() + 60
+    while len(old_commits) < 5 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(old_commits) >= 5, "the first run never committed"
+
+    def bounds_then_wait(*args: Any, **kwargs: Any) -> PartitionBounds:
+        """Read the source bounds, then give the old run 3 s to commit past them: it can only if it is not
+        fenced yet, and such a progress looked like a re-created source topic."""
+        found = partition_bounds(*args, **kwargs)
+        deadline = time.monotonic() + 3
+        while old_commits[-1].next_upstream <= found.high_watermark and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return found
+
+    monkeypatch.setattr(copy_range_module, "partition_bounds", bounds_then_wait)
+    new = threading.Thread(target=run, args=("new",), kwargs={"stop": stop_new.is_set})
+    new.start()
+    old.join(60)
+    assert not old.is_alive(), "the fenced run did not end"
+    ended = outcomes["old"]
+    assert isinstance(ended, CopyResult), f"a fenced continuous run must end cleanly, not raise: {ended!r}"
+    assert ended.handed_over
+    assert ended.records == old_commits[-1].records, "the result counts only what the run committed"
+    time.sleep(2)
+    producing.clear()
+    feeder.join(60)
+    deadline = time.monotonic() + 60
+    while committed_count(kafka_clusters, f"A.{topic}", 0) < len(sent) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    stop_new.set()
+    new.join(60)
+    assert isinstance(outcomes["new"], CopyResult) and not outcomes["new"].handed_over, outcomes["new"]
+    copied = [
+        m.value() for m in read_partition(kafka_consumer("B", {"isolation.level": "read_committed"}), f"A.{topic}")
+    ]
+    assert copied == [f"r{i}".encode() for i in sent], "every record once, in order"

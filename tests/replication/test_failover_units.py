@@ -13,6 +13,7 @@ from mirrorflow.core.errors import UsageError
 from mirrorflow.core.offset_map import OffsetMap
 from mirrorflow.core.runbook_record import RUNBOOK_TOPIC
 from mirrorflow.local.properties import mm2_config_text
+from mirrorflow.replication.failover.drill import groups_check
 from mirrorflow.replication.failover.fencing import moved, verify_writes_stopped
 from mirrorflow.replication.failover.options import FailoverOptions
 from mirrorflow.replication.failover.redirect import reverse_flow_lines
@@ -140,3 +141,23 @@ def test_the_reverse_flows_snippet_keeps_the_forward_flows_selection(tmp_path: P
     ]
     path.write_text(mm2_config_text({"A": "127.0.0.1:1", "B": "127.0.0.1:2"}, "A->B.enabled = true\n"))
     assert reverse_flow_lines(load_config(path).flow("A->B")) == ["B->A.enabled = true", "B->A.topics = .*"]
+
+
+def test_a_drill_fails_a_group_that_would_read_records_again() -> None:
+    """The drill promised "resume exactly" for a group whose translation lies in a thinned run (conservative)
+    or re-reads on a reverse copy; it names the group, the partition and the bound instead."""
+    exact = {"group": "audit", "topic": "orders", "partition": 1, "status": "exact"}
+    thinned = {
+        "group": "billing",
+        "topic": "orders",
+        "partition": 0,
+        "status": Translation(120, "conservative", 37).label,
+    }
+    reread = {"group": "crm", "topic": "orders", "partition": 2, "status": "re-read"}
+    assert groups_check({"groups": [exact], "skipped_groups": []}).passed
+    check = groups_check({"groups": [exact, thinned, reread], "skipped_groups": []})
+    assert not check.passed
+    assert (
+        check.detail
+        == "would read records again: billing (orders-0 conservative (<= 37 re-reads)); crm (orders-2 re-read)"
+    )

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import mirrorflow.replication.copy_setup as copy_setup
+from mirrorflow.core import offset_runs
 from mirrorflow.core.offset_map import OffsetMap, Segment, StoredRuns, encode_segment, encode_segment_key
 from mirrorflow.core.progress import Progress, encode_progress, encode_progress_key
 from mirrorflow.kafka import compacted_log
@@ -148,7 +149,7 @@ def test_a_partial_at_least_once_commit_does_not_make_the_copy_refuse_its_own_hi
     segments = copy_setup.load_segments(fake_task())
     restored = copy_setup.restore_map(segments, progress("t", 10, 10, 10), 10)  # used to raise at every restart
     assert restored.upstream_end == 10
-    assert segments == [Segment(0, 0, 10), Segment(10, 20, 10)]
+    assert segments.runs == [Segment(0, 0, 10), Segment(10, 20, 10)]
 
 
 def test_a_stall_blames_a_transaction_only_where_one_was_seen() -> None:
@@ -205,16 +206,23 @@ class EagerRuns:
 
     def __init__(self) -> None:
         self.runs: dict[int, Segment] = {}
+        self.dropped: set[int] = set()  # live in the topic, dropped by the fold
 
     def put(self, s: Segment) -> None:
         before = [k for k in self.runs if k < s.upstream_start]
         if before and self.runs[max(before)].upstream_end > s.upstream_start:
             self.runs[max(before)] = self.runs[max(before)].head(s.upstream_start)
         for k in sorted(k for k in self.runs if k > s.upstream_start):
-            if k >= s.upstream_end and self.runs[k].downstream_start >= s.downstream_start:
+            if k >= s.upstream_end and self.runs[k].downstream_start >= s.downstream_end:
                 break
             del self.runs[k]
+            self.dropped.add(k)
         self.runs[s.upstream_start] = s
+        self.dropped.discard(s.upstream_start)
+
+    def delete(self, key: int) -> None:
+        self.runs.pop(key, None)
+        self.dropped.discard(key)
 
 
 @settings(max_examples=300, deadline=None)
@@ -229,12 +237,13 @@ def test_stored_runs_with_a_lazy_key_list_fold_as_the_eager_rule(ops: list[tuple
     for is_delete, u, d, n, gaps in ops:
         if is_delete:
             lazy.delete(u)
-            eager.runs.pop(u, None)
+            eager.delete(u)
         else:
             run = Segment(u, d, n + gaps, upstream_gaps=gaps, downstream_extra=gaps, weight=1 + gaps)
             lazy.put(run)
             eager.put(run)
         assert lazy.runs() == [eager.runs[k] for k in sorted(eager.runs)]
+        assert lazy.stale_keys() == sorted(eager.dropped)
 
 
 def test_stored_runs_rebuild_their_key_list_after_many_tombstones() -> None:
@@ -249,9 +258,105 @@ def test_stored_runs_rebuild_their_key_list_after_many_tombstones() -> None:
         if i >= 100 and rng.random() < 0.9:
             victim = rng.choice(sorted(eager.runs)[:50])
             lazy.delete(victim)
-            eager.runs.pop(victim)
+            eager.delete(victim)
     assert len(lazy._keys) <= 2 * len(eager.runs) + 64  # the list was rebuilt along the way
     for run in (Segment(1500, 5000, 4), Segment(1490, 5100, 3)):  # resumed copies cut the stale tails
         lazy.put(run)
         eager.put(run)
     assert lazy.runs() == [eager.runs[k] for k in sorted(eager.runs)]
+
+
+def commit_records(copy: OffsetMap) -> list[RawRecord]:
+    """The offset-map records of the copy's next commit, in the order the copy sends them."""
+    changes = copy.unflushed()
+    return [encode_segment("t", 0, s) for s in changes.upserts] + [
+        (encode_segment_key("t", 0, key), None) for key in changes.deletes
+    ]
+
+
+def fold(log: list[RawRecord]) -> copy_setup.StoredSegments:
+    store: dict[tuple[str, int], StoredRuns] = {}
+    copy_setup.apply_segment_records(store, log)
+    return copy_setup.stored_segments(store, ("t", 0))
+
+
+def test_a_tombstone_lost_in_a_crash_is_written_again_so_compaction_changes_no_answer() -> None:
+    """At-least-once, no thinning. Attempt 1 committed u0-2 -> d0-2 (progress 4), then copied u4,5 -> d3,4 and
+    u7,8 -> d5,6 (a run at key 7) and died before its progress. Attempt 2 resumed at 4 (u4 compacted away at the
+    source), copied u5 -> d7 and died with the tombstone of key 7 lost: the fold drops key 7 anyway, since the
+    run at 5 lies below it downstream. Attempt 3 resumed at 4 again and tombstoned key 5. Once the log cleaner
+    removed the key-5 record, key 7 came back in every reader of the compacted topic: a group at upstream 6 was
+    sent to d5 ("exact") and read u7, u8, u5 again. The copy now tombstones the keys its fold dropped."""
+    log: list[RawRecord] = []
+    copy = OffsetMap(start=0)
+    for u in range(3):
+        copy.record(u, u)
+    copy.mark_consumed(4)
+    log += commit_records(copy)
+    copy.mark_flushed(copy.unflushed())
+    first = Progress("t", 0, 4, 3, 3, 0, 0)
+    for u, d in ((4, 3), (5, 4), (7, 5), (8, 6)):
+        copy.record(u, d)
+    copy.mark_consumed(9)
+    log += commit_records(copy)  # attempt 1 dies here
+    copy = copy_setup.restore_map(fold(log), first, 4)
+    copy.record(5, 7)
+    copy.mark_consumed(7)
+    records = commit_records(copy)
+    assert records[-1] == (encode_segment_key("t", 0, 7), None)
+    log += records[:-1]  # attempt 2 dies before the last tombstone
+    assert fold(log).stale_keys == [7]
+    copy = copy_setup.restore_map(fold(log), first, 4)
+    copy.record(8, 8)
+    copy.mark_consumed(9)
+    records = commit_records(copy)
+    assert (encode_segment_key("t", 0, 7), None) in records  # the lost tombstone, written again
+    log += records
+    last = Progress("t", 0, 9, 9, 5, 0, 0)
+    latest = {key: i for i, (key, _value) in enumerate(log)}
+    cleaned = [record for i, record in enumerate(log) if latest[record[0]] == i]
+    answers = [
+        FlowOffsetMaps(assemble_offset_maps(records, [encode_progress(last)]), progress={("t", 0): last}).translate(
+            "t", 0, 6
+        )
+        for records in (log, cleaned)
+    ]
+    assert answers == [Translation(8, "exact")] * 2
+
+
+def test_a_reader_cut_inside_a_merged_run_stays_below_its_progress_downstream() -> None:
+    """Exactly-once with thinning (window 4). A reader read the progress of transaction 1 (u0,u1 -> d0,d1, its
+    marker at d2), then the map, which already held transaction 2 (u3,5,7,9,11 -> d3..d7): thinning had merged
+    T1's run with T2's first under T1's key. The cut kept that merged run's whole downstream span, so the map's
+    replicated end lay past T2's first copy and a group caught up at upstream 2 skipped u3."""
+    copy = OffsetMap(start=0, exact_runs=4)
+    log: list[RawRecord] = []
+    for runs in ([(0, 0, 2)], [(3 + 2 * i, 3 + i, 1) for i in range(5)]):
+        for u, d, n in runs:
+            copy.record_run(u, d, n)
+        copy.mark_consumed(copy.upstream_end, downstream_end=cast(int, copy.downstream_end) + 1)
+        log += commit_records(copy)
+        copy.mark_flushed(copy.unflushed())
+    first = Progress("t", 0, 2, 3, 2, 0, 0)
+    maps = FlowOffsetMaps(assemble_offset_maps(log, [encode_progress(first)]), progress={("t", 0): first})
+    assert maps.translate("t", 0, 2).offset == 3  # d3 holds u3, which the group has not read
+
+
+def test_a_partial_commit_of_a_thinned_head_does_not_refuse_every_restart(monkeypatch: pytest.MonkeyPatch) -> None:
+    """At-least-once with thinning (window 1), killed twice mid-commit (found by a random copy history). The last
+    partial commit delivered the rewound thinned head [26,35) -> [16,22) but not the tombstones of runs 36 and 38,
+    whose copies lie inside the head's downstream span. The fold kept them (it compared with the head's downstream
+    start, not its end), and every restart refused the map: the partition could never be copied again."""
+    monkeypatch.setattr(offset_runs, "DEFAULT_EXACT_RUNS", 1)
+    S = Segment
+    history: list[Segment | int] = [  # a run is a record, an int a tombstone
+        S(1, 0, 1), S(3, 1, 1), S(5, 2, 2), S(5, 2, 6), S(1, 0, 2, 1, 0, 2), S(12, 8, 3), S(18, 11, 1), 3,
+        S(1, 0, 8, 2, 0, 3), S(18, 11, 2), S(21, 13, 3), 5, S(12, 8, 5, 3, 0, 2), S(26, 16, 1), 18, S(32, 17, 1),
+        S(12, 8, 8, 4, 0, 3), S(26, 16, 2, 5, 0, 2), S(34, 18, 1), S(36, 19, 1), S(38, 20, 1),
+        S(1, 0, 16, 7, 0, 6), S(26, 16, 3, 6, 3, 3),
+    ]  # fmt: skip
+    log = [(encode_segment_key("t", 0, r), None) if isinstance(r, int) else encode_segment("t", 0, r) for r in history]
+    stored = fold(log)
+    assert {36, 38} <= set(stored.stale_keys)
+    restored = copy_setup.restore_map(stored, Progress("t", 0, 34, 18, 18, 0, 0), 34)
+    assert restored.upstream_end == 34 and {36, 38} <= set(restored.unflushed().deletes)

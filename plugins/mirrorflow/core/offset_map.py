@@ -291,6 +291,11 @@ class OffsetMap(OffsetLookup):
         """Runs changed since the last `mark_flushed` and keys to tombstone; does not change the map."""
         return self._store.unflushed()
 
+    def forget_stored(self, keys: Iterable[int]) -> None:
+        """Tombstone stored keys this map does not hold (`StoredRuns.stale_keys`) at the next flush; keys it
+        holds are left alone."""
+        self._store.deletes.update(keys)
+
     def mark_flushed(self, changes: SegmentChanges) -> None:
         """`changes` (from `unflushed`) is durable. Ignored if runs were removed or rewritten since, other than
         by thinning (a thinned run that thinning rewrote again since stays unflushed).

@@ -27,10 +27,10 @@ the last 1024 commits (seconds to minutes of a caught-up continuous copy) stay e
 
 DEFAULT_EXACT_RUNS = NO_THINNING
 """The window of maps built without `exact_runs` (read when a map is built; tests may lower it). Thinning stays off
-by default until every reader of the offset-map topic folds it with `StoredRuns` (core/offset_store.py): today
-replication/offset_translation.py's `_put_segment` drops every run after a key that is written again, and a
-thinned run is written again under an old key while the newer runs follow it, so those readers would lose the
-exact window (translations past uncopied records). Then set this to `THINNING_WINDOW`."""
+by default: every reader now folds the map topic with `StoredRuns` (core/offset_store.py) and cuts a thinned run at
+the progress conservatively, but with thinning on a group more than W transactions behind translates with a bound
+("conservative (<= N re-reads)") instead of exactly, and the project promises exact translation. Turning it on
+(`THINNING_WINDOW`) is a product decision recorded in docs/state-plan.md."""
 
 
 class Runs:

@@ -220,9 +220,14 @@ class StoredRuns:
     that lie after it on both sides stay: a thinned run is re-written under an old key while newer runs follow.
     Amortised O(log n) a record: each key is dropped once, and the scan stops at the first run it keeps; a
     tombstone is O(1) amortised (the key list is cleaned lazily), so a year of retention prunes stays linear.
+
+    A dropped key is still live in the topic until a tombstone for it is read (`stale_keys`). The copy writes
+    those tombstones at its next commit: otherwise, once the log cleaner has removed the record that made the
+    key stale (the copy tombstoned that run later), a reader of the compacted topic folds the stale run back in
+    and disagrees with a reader of the full log.
     """
 
-    __slots__ = ("_keys", "_runs")
+    __slots__ = ("_dropped", "_keys", "_runs")
 
     def __init__(self) -> None:
         self._runs: dict[int, Segment] = {}
@@ -230,36 +235,45 @@ class StoredRuns:
         # tombstone only leaves the dict (retention prunes the oldest runs, and deleting from the front of a
         # list of millions would cost O(n) each), and the list is rebuilt once half of it is stale.
         self._keys: list[int] = []
+        self._dropped: set[int] = set()
 
     def put(self, s: Segment) -> None:
         start, keys, runs = s.upstream_start, self._keys, self._runs
         i = bisect_left(keys, start)
-        for b in range(i - 1, -1, -1):  # the nearest live run before `start` is the only one reaching it
-            before = runs.get(keys[b])
-            if before is None:
-                continue
-            if before.upstream_end > start:
-                runs[keys[b]] = before.head(start)
-            break
+        b = i - 1  # the nearest live run before `start` is the only one reaching it
+        while b >= 0 and keys[b] not in runs:
+            b -= 1
+        if b + 1 < i:  # deleted keys just below `start`: drop them, or every later put would scan them again
+            del keys[b + 1 : i]
+            i = b + 1
+        if b >= 0 and (before := runs[keys[b]]).upstream_end > start:
+            runs[keys[b]] = before.head(start)
         j = i + 1 if i < len(keys) and keys[i] == start else i
         k = j
         while k < len(keys):
             later = runs.get(keys[k])
             if later is not None:
-                if keys[k] >= s.upstream_end and later.downstream_start >= s.downstream_start:
+                if keys[k] >= s.upstream_end and later.downstream_start >= s.downstream_end:
                     break
                 del runs[keys[k]]
+                self._dropped.add(keys[k])
             k += 1
         del keys[j:k]
         if j == i:
             keys.insert(i, start)
         runs[start] = s
+        self._dropped.discard(start)
 
     def delete(self, upstream_start: int) -> None:
         """A tombstone."""
+        self._dropped.discard(upstream_start)
         if self._runs.pop(upstream_start, None) is not None and len(self._keys) > 2 * len(self._runs) + 64:
             self._keys = [key for key in self._keys if key in self._runs]
 
     def runs(self) -> list[Segment]:
         """The live runs in upstream order, for `OffsetMap.restore`."""
         return [self._runs[key] for key in self._keys if key in self._runs]
+
+    def stale_keys(self) -> list[int]:
+        """Keys the fold dropped as stale whose tombstone it has not read: still live in the topic."""
+        return sorted(self._dropped)

@@ -118,6 +118,21 @@ def _kafka_error(error: KafkaError | BaseException) -> KafkaError | None:
     return None
 
 
+FENCED_CODES = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH})
+"""A newer producer with the same transactional id took over: this one can never write again."""
+
+
+def is_fenced(error: BaseException) -> bool:
+    """`error`, or an error it was raised from, says a newer producer with the same transactional id fenced ours."""
+    seen: BaseException | None = error
+    while seen is not None:
+        code = seen.code if isinstance(seen, KafkaOperationError) else error_code(seen)
+        if code in FENCED_CODES:
+            return True
+        seen = seen.__cause__
+    return False
+
+
 def error_code(error: BaseException) -> int | None:
     """The Kafka error code inside an exception raised by a confluent-kafka future, if any."""
     kafka_error = _kafka_error(error)

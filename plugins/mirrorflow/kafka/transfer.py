@@ -21,7 +21,7 @@ from mirrorflow.core.predicates import Record
 from mirrorflow.core.provenance import should_drop, with_origin
 from mirrorflow.core.transforms import TransformChain, TransformError, dead_letter_headers
 from mirrorflow.kafka.clients import producer as make_producer
-from mirrorflow.kafka.operation_error import KafkaOperationError, error_code
+from mirrorflow.kafka.operation_error import FENCED_CODES, KafkaOperationError, error_code, is_fenced
 from mirrorflow.kafka.partition_reader import PARTITION_EOF, Message, tuned
 from mirrorflow.kafka.record_size import BROKER_TOO_LARGE_HINT, RecordTooLarge
 
@@ -50,6 +50,7 @@ class Batch:
         "downstreams",
         "dropped",
         "errors",
+        "fenced",
         "newest_ts",
         "oldest_ts",
         "on_delivery",
@@ -62,6 +63,7 @@ class Batch:
         self.upstreams: list[int] = []
         self.downstreams: list[int] = []
         self.errors: list[str] = []
+        self.fenced: KafkaError | None = None  # a delivery refused because a newer producer took over
         self.bytes = self.dropped = self.ts_sum = 0
         self.oldest_ts: int | None = None
         self.newest_ts: int | None = None
@@ -73,6 +75,8 @@ class Batch:
                 record(msg.offset())
             else:
                 errors(f"{err} ({BROKER_TOO_LARGE_HINT})" if err.code() == TOO_LARGE else str(err))
+                if err.code() in FENCED_CODES:
+                    self.fenced = err
 
         self.on_delivery = on_delivery
 
@@ -290,6 +294,20 @@ class TargetWriter:
             self._call("committing a transaction", lambda: self._producer.commit_transaction(self.timeout_s))
         else:
             self.flush()
+
+    def fenced(self, err: BaseException) -> bool:
+        """Whether `err` ended this transactional writer because a newer one with its id took over. librdkafka
+        usually says so (`_FENCED`), but an EndTxn that races the newer writer's InitProducerId can fail with an
+        unknown broker error (Kafka 4.3, transaction version 2): then the abort this calls for answers."""
+        if is_fenced(err):
+            return True
+        if not self.transactional:
+            return False
+        try:
+            self._producer.abort_transaction(self.timeout_s)
+        except KafkaException as probe:
+            return is_fenced(probe)
+        return False
 
     def abort(self) -> None:
         if self.transactional:

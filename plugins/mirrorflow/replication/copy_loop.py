@@ -17,10 +17,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.core.offset_map import OffsetMap
 from mirrorflow.core.progress import Progress
+from mirrorflow.kafka.operation_error import KafkaOperationError
 from mirrorflow.kafka.partition_reader import PartitionReader
 from mirrorflow.kafka.transfer import Batch, TargetWriter
 from mirrorflow.replication.copy_commit import commit_batch
@@ -87,6 +89,7 @@ class CopyLoop:
         self.moved_at, self.moved_to = time.monotonic(), result.start
         self.stop: Stop | None = None
         self.idle_limit_s: float | None = None
+        self.committed = result  # continuous: a copy of the result as of the last commit (`run`)
 
     def _stalled(self) -> bool:
         """An interval copy short of its end that has not moved for `idle_limit_s`."""
@@ -103,6 +106,26 @@ class CopyLoop:
         return self.stop is not None and self.stop()
 
     def run(self, on_batch: Callable[[CopyResult], None] | None) -> CopyResult:
+        """The loop, then `_finish`. A continuous copy fenced by the next run's copy of its partition (the
+        handover) ends cleanly with what it committed: raising would make Spark retry the task, and the retry
+        would fence the new owner in turn."""
+        self.committed = replace(self.result)
+        try:
+            return self._run(on_batch)
+        except MirrorflowError as err:
+            if not (self.continuous and self.writer.transactional and self.writer.fenced(err)):
+                raise
+            log.info(
+                "flow %s: %s-%d handed over at upstream %d: a newer copy of the partition fenced this one; its open "
+                "transaction is aborted and the new copy resumes from the committed progress",
+                self.task.flow,
+                self.task.topic,
+                self.task.partition,
+                self.committed_to,
+            )
+            return replace(self.committed, handed_over=True)
+
+    def _run(self, on_batch: Callable[[CopyResult], None] | None) -> CopyResult:
         end = self.task.end
         while True:
             at_end = end is not None and self.consumed_to >= end
@@ -183,6 +206,8 @@ class CopyLoop:
             writer.begin()
         writer.flush()
         downstreams = batch.downstreams
+        if batch.fenced is not None:
+            raise KafkaOperationError(task.target, f"writing {task.remote_topic}-{task.partition}", batch.fenced)
         if batch.errors or len(downstreams) != len(upstreams):
             writer.abort()
             raise MirrorflowError(
@@ -217,6 +242,8 @@ class CopyLoop:
         if self.chain is not None:
             chain_totals(result, self.chain)
         result.next_upstream, result.downstream_end = consumed_to, self.down_end
+        if self.continuous:
+            self.committed = replace(result)
         if batch.oldest_ts is not None:
             # MM2's replication-latency-ms: now minus the record timestamp, at acknowledgement.
             result.max_latency_ms = max(result.max_latency_ms, now_ms - batch.oldest_ts)

@@ -205,6 +205,7 @@ def summarise(results: list[CopyResult]) -> dict[str, object]:
         "schema_ids_not_ours": sum(r.schema_ids_not_ours for r in results),
         "transactions": sum(r.transactions for r in results),
         "offset_syncs": sum(r.offset_syncs for r in results),
+        "handed_over": sum(1 for r in results if r.handed_over),
         "max_latency_ms": max((r.max_latency_ms for r in results), default=0),
         "avg_latency_ms": round(latency_sum / records, 1) if records else 0.0,
         "ranges": [

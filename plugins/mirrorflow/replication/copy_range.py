@@ -26,19 +26,21 @@ The map forgets history below the source log start (retention, `delete_records`)
 reader sees the log start move, segments wholly below it become tombstones in the next transaction, after
 `offset_syncs` has seen their records.
 
-Set-up reads (source bounds, stored progress, offset map, metrics and, once fencing is done, the offset-syncs
-tail) run in parallel threads: they are round trips that release the GIL, and they cost more than copying a
-small range.
+Set-up reads (stored progress, offset map, metrics, the offset-syncs tail, and the source bounds once the progress
+is read) run in parallel threads after fencing: they are round trips that release the GIL, and they cost more than
+copying a small range. In continuous mode the next run's copy of a partition fences the running one (the
+handover): the fenced run ends cleanly with what it committed (`CopyResult.handed_over`), never as an error a
+Spark retry would answer by fencing the new owner back.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import replace
+from typing import Any, TypeVar
 
-from mirrorflow.core.offset_map import Segment
 from mirrorflow.core.progress import Progress
 from mirrorflow.kafka.offsets import partition_bounds
 from mirrorflow.kafka.partition_reader import PartitionReader
@@ -60,10 +62,12 @@ from mirrorflow.replication.copy_setup import (
 from mirrorflow.replication.copy_stall import CopyStalled
 from mirrorflow.replication.copy_task import CopyResult, CopyTask, buffer_settings
 from mirrorflow.replication.offset_sync_writer import OffsetSyncWriter, newest_offset_sync
+from mirrorflow.replication.state_records import StoredSegments
 
 __all__ = ["CopyStalled", "copy_range"]
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def copy_range(
@@ -108,15 +112,6 @@ def _copy_range(
     idle_limit_s: float | None,
 ) -> CopyResult:
     with ThreadPoolExecutor(max_workers=4, thread_name_prefix="copy-setup") as pool:
-        bounds = pool.submit(
-            partition_bounds,
-            task.source,
-            task.source_consumer,
-            task.topic,
-            task.partition,
-            timeout_s=task.timeout_s,
-            stable=task.start_at_latest and task.read_committed,
-        )
         metric_bytes = pool.submit(load_metric_bytes, task)
         # Fencing first: the progress, map and offset-syncs tail read below are final only once no older writer
         # can commit (a zombie's syncs landing after the tail was read would be rewritten behind newer ones).
@@ -131,6 +126,20 @@ def _copy_range(
         try:
             newest_sync = pool.submit(newest_offset_sync, task)
             stored_progress = pool.submit(load_progress, task)
+            # The source bounds after the progress: a predecessor still running until the fence above (the run
+            # this one hands over from, or a zombie) commits a progress beyond a log end read any earlier, which
+            # would look like a re-created source topic.
+            bounds = pool.submit(
+                _after,
+                stored_progress,
+                partition_bounds,
+                task.source,
+                task.source_consumer,
+                task.topic,
+                task.partition,
+                timeout_s=task.timeout_s,
+                stable=task.start_at_latest and task.read_committed,
+            )
             stored = load_segments(task)
             progress = stored_progress.result()
             found = bounds.result()
@@ -146,11 +155,17 @@ def _copy_range(
     return _copy(task, writer, progress, stored, bounds_found, synced, bytes_before, on_batch, (stop, idle_limit_s))
 
 
+def _after(first: Future[Any], fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """`fn(*args, **kwargs)` once `first` is done (its failure is reported where `first` is awaited)."""
+    wait([first])
+    return fn(*args, **kwargs)
+
+
 def _copy(
     task: CopyTask,
     writer: TargetWriter,
     progress: Progress | None,
-    stored: list[Segment],
+    stored: StoredSegments,
     bounds: tuple[int, int],
     synced: tuple[int, int] | None,
     bytes_before: int | None,

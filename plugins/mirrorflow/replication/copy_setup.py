@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from mirrorflow.core.errors import MirrorflowError
-from mirrorflow.core.offset_map import OffsetMap, Segment
+from mirrorflow.core.offset_map import OffsetMap
 from mirrorflow.core.progress import Progress
 from mirrorflow.core.transforms import TransformChain
 from mirrorflow.kafka.clients import admin_client
@@ -21,10 +21,11 @@ from mirrorflow.replication.metrics import PartitionMetrics, Snapshot, snapshot_
 from mirrorflow.replication.state_records import (
     RawRecord,
     SegmentStore,
+    StoredSegments,
     TopicPartition,
     apply_progress_records,
     apply_segment_records,
-    segments_of,
+    stored_segments,
 )
 
 log = logging.getLogger(__name__)
@@ -44,14 +45,14 @@ def load_progress(task: CopyTask) -> Progress | None:
     return progress.get((task.topic, task.partition))
 
 
-def load_segments(task: CopyTask) -> list[Segment]:
+def load_segments(task: CopyTask) -> StoredSegments:
     """This partition's stored offset-map segments, applied as every reader applies them (`state_records`):
     a segment cuts the older ones it overlaps. Keeping the latest record per key instead would, after an
     at-least-once crash that delivered only part of one commit's map records, keep an older segment that
     overlaps a newer one, and `OffsetMap.restore` would refuse the pair at every restart."""
     segments: SegmentStore = {}
     apply_segment_records(segments, _records(task, task.offset_map_topic), topics=[task.topic])
-    return segments_of(segments, (task.topic, task.partition))
+    return stored_segments(segments, (task.topic, task.partition))
 
 
 def _records(task: CopyTask, topic: str) -> Iterator[RawRecord]:
@@ -61,12 +62,20 @@ def _records(task: CopyTask, topic: str) -> Iterator[RawRecord]:
         yield key, value
 
 
-def restore_map(stored: list[Segment], progress: Progress | None, start: int) -> OffsetMap:
+def restore_map(stored: StoredSegments, progress: Progress | None, start: int) -> OffsetMap:
     """Continue the stored map, so that segments an at-least-once crash left beyond the committed progress are
-    rewound (and tombstoned at the next commit) instead of contradicting the re-copy."""
-    if not stored:
-        return OffsetMap(start=start)
-    return OffsetMap.restore(stored, next_upstream=start, downstream_end=progress.downstream_end if progress else None)
+    rewound (and tombstoned at the next commit) instead of contradicting the re-copy. Keys the fold dropped as
+    stale are tombstoned too: an at-least-once crash can lose a tombstone, and once the log cleaner removes the
+    record that made the key stale, readers of the compacted topic would fold the stale run back in."""
+    offset_map = (
+        OffsetMap(start=start)
+        if not stored.runs
+        else OffsetMap.restore(
+            stored.runs, next_upstream=start, downstream_end=progress.downstream_end if progress else None
+        )
+    )
+    offset_map.forget_stored(stored.stale_keys)
+    return offset_map
 
 
 def check_identity(task: CopyTask, progress: Progress | None) -> tuple[str, str]:

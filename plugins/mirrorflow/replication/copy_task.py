@@ -126,6 +126,9 @@ class CopyResult:
     # records whose key or value looked like a schema registry's wire format but named no schema of the topic's
     # subjects: copied as they were (core/schema_translation.py)
     schema_ids_not_ours: int = 0
+    # continuous mode: the next run's copy of this partition fenced this one (its handover), which ended cleanly
+    # with what it had committed; the open transaction was aborted and the new owner resumes from the progress
+    handed_over: bool = False
 
 
 def reads_committed(exactly_once: bool, source_consumer: Mapping[str, str]) -> bool:

@@ -212,7 +212,7 @@ def assemble_offset_maps(
 def restore_at_progress(tp: TopicPartition, segments: Iterable[Segment], progress: Progress) -> OffsetMap | None:
     """The partition's map cut at its progress (`_cut`); None (logged) when the segments cannot form one or
     none is left of a history the progress says exists (see `assemble_offset_maps`)."""
-    kept = _cut(segments, progress.next_upstream)
+    kept = _cut(segments, progress.next_upstream, progress.downstream_end)
     if not kept and progress.records_copied > 0:
         log.warning(
             "offset map of %s-%d is missing: the progress counts %d copied records below offset %d, the map has "
@@ -234,7 +234,7 @@ def restore_at_progress(tp: TopicPartition, segments: Iterable[Segment], progres
         return None
 
 
-def _cut(segments: Iterable[Segment], next_upstream: int) -> list[Segment]:
+def _cut(segments: Iterable[Segment], next_upstream: int, downstream_end: int | None = None) -> list[Segment]:
     """The segments below the progress' consumed end. The reader's cut is the progress: what lies beyond it
     belongs to batches committed after the progress was read (exactly-once), or to an at-least-once batch whose
     progress was never stored, which the next run copies again. Either way its gaps are not known yet, so
@@ -246,6 +246,18 @@ def _cut(segments: Iterable[Segment], next_upstream: int) -> list[Segment]:
             continue
         if segment.upstream_end > next_upstream:
             segment = segment.head(next_upstream)  # a thinned run's head stays conservative
+            if downstream_end is not None and not segment.exact and segment.downstream_end > downstream_end:
+                # every copy below the progress lies below its downstream end: the rest of the span is a later batch's
+                span = max(downstream_end - segment.downstream_start, 1)
+                copies = min(segment.length, span)
+                segment = Segment(
+                    segment.upstream_start,
+                    segment.downstream_start,
+                    copies,
+                    segment.upstream_length - copies,
+                    span - copies,
+                    segment.weight,
+                )
         kept.append(segment)
     return kept
 

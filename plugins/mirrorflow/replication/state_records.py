@@ -16,6 +16,7 @@ tailing ones (`OffsetMapTail`), so that they can never disagree on what the stor
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
+from typing import NamedTuple
 
 from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.core.offset_map import Segment, StoredRuns, decode_segment, decode_segment_key
@@ -35,6 +36,20 @@ def segments_of(store: SegmentStore, tp: TopicPartition) -> list[Segment]:
     """The live segments of `tp` in upstream order (none if it has no record)."""
     found = store.get(tp)
     return [] if found is None else found.runs()
+
+
+class StoredSegments(NamedTuple):
+    """One partition's fold of the offset-map topic: its live runs, and the keys still live in the topic that
+    the fold dropped as stale (`StoredRuns.stale_keys`: the copy tombstones them)."""
+
+    runs: list[Segment]
+    stale_keys: list[int]
+
+
+def stored_segments(store: SegmentStore, tp: TopicPartition) -> StoredSegments:
+    """`segments_of` plus the stale keys."""
+    found = store.get(tp)
+    return StoredSegments([], []) if found is None else StoredSegments(found.runs(), found.stale_keys())
 
 
 def apply_segment_records(

@@ -46,10 +46,22 @@ class Check:
 
 
 def groups_check(report: dict[str, Any]) -> Check:
+    """Passes only when every group would resume with 0 records read again: a group the runbook would skip,
+    or one whose translation re-reads ("re-read", or "conservative (<= N re-reads)" in a thinned run of the
+    offset map), fails the drill and is named with its row's status."""
     skipped = [str(g.get("group", g)) if isinstance(g, dict) else str(g) for g in report.get("skipped_groups", [])]
-    moved = sorted({str(g["group"]) for g in report.get("groups", [])})
+    rows = report.get("groups", [])
+    moved = sorted({str(g["group"]) for g in rows})
+    rereading: dict[str, str] = {}
+    for row in rows:
+        status = str(row.get("status", ""))
+        if status == "re-read" or status.startswith("conservative"):
+            rereading.setdefault(str(row["group"]), f"{row.get('topic')}-{row.get('partition')} {status}")
     if skipped:
         return Check("groups", False, f"no exact translation (they would read again): {', '.join(sorted(skipped))}")
+    if rereading:
+        named = "; ".join(f"{group} ({where})" for group, where in sorted(rereading.items()))
+        return Check("groups", False, f"would read records again: {named}")
     return Check("groups", True, f"{len(moved)} group(s) resume exactly: {', '.join(moved) or 'none committed'}")
 
 
