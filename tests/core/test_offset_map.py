@@ -527,7 +527,7 @@ def test_prune_keeps_translation_exact_above_the_log_start() -> None:
     assert m.translate(11) is None and m.translate(12) == 7
     m.prune_below(1_000)  # never beyond what was consumed
     assert m.start == 15 and m.segments() == () and m.translate(15) == 10
-    assert m.unflushed().deletes == (0, 10)
+    assert m.unflushed().deletes == (10, 0)
 
 
 def test_merge_is_idempotent_and_rejects_conflicts() -> None:

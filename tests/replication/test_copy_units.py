@@ -21,7 +21,7 @@ def test_prune_syncs_the_records_it_forgets_then_tombstones_whole_segments() -> 
 
     assert syncs == [(0, 0), (5, 4), (9, 7)], "every segment start is synced before it can be forgotten"
     assert m.segments() == (Segment(9, 7, 3),)
-    assert m.unflushed().deletes == (0, 5)
+    assert m.unflushed().deletes == (5, 0)
     assert m.translate(7) == 7 and m.translate(10) == 8
     assert prune(m, 7, offset_lag_max=100) is None, "an unmoved log start changes nothing"
     assert prune(m, None, offset_lag_max=100) is None

@@ -283,7 +283,7 @@ def fold(log: list[RawRecord]) -> copy_setup.StoredSegments:
 def test_a_tombstone_lost_in_a_crash_is_written_again_so_compaction_changes_no_answer() -> None:
     """At-least-once, no thinning. Attempt 1 committed u0-2 -> d0-2 (progress 4), then copied u4,5 -> d3,4 and
     u7,8 -> d5,6 (a run at key 7) and died before its progress. Attempt 2 resumed at 4 (u4 compacted away at the
-    source), copied u5 -> d7 and died with the tombstone of key 7 lost: the fold drops key 7 anyway, since the
+    source), copied u5 -> d7 and died before its tombstones (keys 7 and 4): the fold drops key 7 anyway, since the
     run at 5 lies below it downstream. Attempt 3 resumed at 4 again and tombstoned key 5. Once the log cleaner
     removed the key-5 record, key 7 came back in every reader of the compacted topic: a group at upstream 6 was
     sent to d5 ("exact") and read u7, u8, u5 again. The copy now tombstones the keys its fold dropped."""
@@ -303,8 +303,9 @@ def test_a_tombstone_lost_in_a_crash_is_written_again_so_compaction_changes_no_a
     copy.record(5, 7)
     copy.mark_consumed(7)
     records = commit_records(copy)
-    assert records[-1] == (encode_segment_key("t", 0, 7), None)
-    log += records[:-1]  # attempt 2 dies before the last tombstone
+    tombstones = [(encode_segment_key("t", 0, key), None) for key in (7, 4)]
+    assert records[-2:] == tombstones  # highest key first
+    log += records[:-2]  # attempt 2 dies before its tombstones
     assert fold(log).stale_keys == [7]
     copy = copy_setup.restore_map(fold(log), first, 4)
     copy.record(8, 8)

@@ -173,7 +173,9 @@ class RunStore:
             i += 1
         earlier = sorted(j for j in map(self.index_of, self.rewritten) if 0 <= j < i)
         upserts = tuple(runs.get(k) for k in chain(earlier, range(i, n)))
-        deletes = tuple(sorted(key for key in self.deletes if self.index_of(key) < 0))
+        # Highest key first: a key a fold dropped as stale lies after the run that made it stale, so a commit cut
+        # short tombstones it before that run, and a compacted topic never holds the stale run alone.
+        deletes = tuple(sorted((key for key in self.deletes if self.index_of(key) < 0), reverse=True))
         tail_key, tail_sig = (runs.us[n - 1], runs.signature(n - 1)) if n else (None, None)
         return SegmentChanges(upserts, deletes, self.epoch, tail_key, tail_sig, tuple(self.rewritten.items()))
 
