@@ -16,11 +16,15 @@ from tests.kafka_helpers import create_topic, read_partition
 from tests.replication.conftest import WriteConfig
 from tests.replication.helpers import committed_count, continuous_tasks
 
+import mirrorflow.replication.copy_loop as copy_loop
 import mirrorflow.replication.copy_range as copy_range_module
+from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.core.offset_sync import OffsetSync
+from mirrorflow.kafka import transfer
 from mirrorflow.kafka.compacted_log import read_to_end
 from mirrorflow.kafka.metrics_store import read_snapshots
 from mirrorflow.kafka.offsets import PartitionBounds, partition_bounds
+from mirrorflow.kafka.transfer import TargetWriter
 from mirrorflow.local.cluster import LocalClusters
 from mirrorflow.replication.copy_loop import PUBLISH_INTERVAL_S
 from mirrorflow.replication.copy_range import copy_range
@@ -203,3 +207,43 @@ def test_a_continuous_copy_fenced_by_the_next_run_ends_cleanly_and_loses_nothing
         m.value() for m in read_partition(kafka_consumer("B", {"isolation.level": "read_committed"}), f"A.{topic}")
     ]
     assert copied == [f"r{i}".encode() for i in sent], "every record once, in order"
+
+
+@pytest.mark.timeout(300)
+def test_a_continuous_copy_fenced_by_its_own_transaction_timeout_fails_so_it_is_retried(
+    kafka_producer: Callable[..., Producer],
+    source_topic: str,
+    write_config: WriteConfig,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No successor: the target's coordinator aborts a transaction held open past transaction.timeout.ms and
+    bumps the producer's epoch, which librdkafka reports as a fence too. Taken for a handover, the partition
+    stopped copying for the rest of the run with only an INFO line; without a successor's claim the copy fails,
+    so that Spark retries it from the committed progress. Held here by a commit that waits 15 s (2 s timeout,
+    the coordinator's sweep every 10 s)."""
+    topic = source_topic
+    (task,) = continuous_tasks(write_config, topic, 1)
+    producer = kafka_producer("A")
+    for i in range(100):
+        producer.produce(topic, value=f"r{i}".encode(), partition=0)
+    assert producer.flush(30) == 0
+    real_producer, real_commit = transfer.make_producer, TargetWriter.commit
+
+    def short_timeout(conf: Any, **settings: Any) -> Any:
+        if "transactional.id" in settings:
+            settings["transaction.timeout.ms"] = 2000
+        return real_producer(conf, **settings)
+
+    def held_commit(writer: TargetWriter) -> None:
+        if writer.transactional and not held:
+            held.append(True)
+            time.sleep(15)
+        real_commit(writer)
+
+    held: list[bool] = []
+    monkeypatch.setattr(transfer, "make_producer", short_timeout)
+    monkeypatch.setattr(TargetWriter, "commit", held_commit)
+    monkeypatch.setattr(copy_loop, "HANDOVER_CLAIM_WAIT_S", 3.0)
+    with pytest.raises(MirrorflowError, match="no newer copy of the partition committed"):
+        copy_range(task)
+    assert held

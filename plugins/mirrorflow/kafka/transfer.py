@@ -309,6 +309,12 @@ class TargetWriter:
             return is_fenced(probe)
         return False
 
+    def purge(self) -> None:
+        """Drop what is queued or in flight without waiting for it (a handed-over copy's offset syncs: the new
+        copy rewrites them after its own fence, and late ones would land behind its newer syncs)."""
+        with contextlib.suppress(KafkaException):
+            self._producer.purge()
+
     def abort(self) -> None:
         if self.transactional:
             # Fenced or fatal: the broker aborts the transaction on its own when it times out.

@@ -26,12 +26,22 @@ from mirrorflow.kafka.operation_error import KafkaOperationError
 from mirrorflow.kafka.partition_reader import PartitionReader
 from mirrorflow.kafka.transfer import Batch, TargetWriter
 from mirrorflow.replication.copy_commit import commit_batch
-from mirrorflow.replication.copy_setup import CopyMetrics, chain_totals, log_chain_totals, prune, start_transforms
+from mirrorflow.replication.copy_setup import (
+    CopyMetrics,
+    chain_totals,
+    load_progress,
+    log_chain_totals,
+    prune,
+    start_transforms,
+)
 from mirrorflow.replication.copy_stall import CopyStalled, stalled_message
 from mirrorflow.replication.copy_task import CopyResult, CopyTask, buffer_settings
 from mirrorflow.replication.offset_sync_writer import OffsetSyncWriter
 
 log = logging.getLogger(__name__)
+
+HANDOVER_CLAIM_WAIT_S = 30.0
+"""How long a fenced continuous copy waits for its successor's claim before it fails instead (`CopyLoop.run`)."""
 
 # How long one read waits for a full batch of records (librdkafka returns early only when the batch is full).
 # Interval copies are behind by design and fill reads quickly; a continuous copy that has caught up would wait
@@ -89,6 +99,7 @@ class CopyLoop:
         self.moved_at, self.moved_to = time.monotonic(), result.start
         self.stop: Stop | None = None
         self.idle_limit_s: float | None = None
+        self.commits = 0
         self.committed = result  # continuous: a copy of the result as of the last commit (`run`)
 
     def _stalled(self) -> bool:
@@ -108,13 +119,26 @@ class CopyLoop:
     def run(self, on_batch: Callable[[CopyResult], None] | None) -> CopyResult:
         """The loop, then `_finish`. A continuous copy fenced by the next run's copy of its partition (the
         handover) ends cleanly with what it committed: raising would make Spark retry the task, and the retry
-        would fence the new owner in turn."""
+        would fence the new owner in turn. A fence is a handover only once the successor's claim (its first
+        commit, made before it reads) is seen: the coordinator also fences a transaction open longer than
+        transaction.timeout.ms, and then nobody else copies the partition, so the error stands for Spark to retry.
+        """
         self.committed = replace(self.result)
         try:
             return self._run(on_batch)
         except MirrorflowError as err:
             if not (self.continuous and self.writer.transactional and self.writer.fenced(err)):
                 raise
+            if not self._successor_claimed():
+                raise MirrorflowError(
+                    f"flow {self.task.flow}: the exactly-once copy of {self.task.topic}-{self.task.partition} was "
+                    f"fenced, and no newer copy of the partition committed within {HANDOVER_CLAIM_WAIT_S:.0f} s: "
+                    "its transaction was probably open longer than transaction.timeout.ms (the target's coordinator "
+                    "aborts it). The open transaction is aborted; the task fails so that it is retried from the "
+                    f"committed progress ({err})"
+                ) from err
+            if self.syncs is not None:
+                self.syncs.discard()
             log.info(
                 "flow %s: %s-%d handed over at upstream %d: a newer copy of the partition fenced this one; its open "
                 "transaction is aborted and the new copy resumes from the committed progress",
@@ -124,6 +148,23 @@ class CopyLoop:
                 self.committed_to,
             )
             return replace(self.committed, handed_over=True)
+
+    def _successor_claimed(self) -> bool:
+        """Whether a newer copy of the partition committed its claim: a progress with a newer epoch than this
+        run's, or with this run's epoch when this run never committed (both started from the same progress).
+        Waits up to HANDOVER_CLAIM_WAIT_S: the successor fences before it reads its state and commits."""
+        deadline = time.monotonic() + HANDOVER_CLAIM_WAIT_S
+        while True:
+            try:
+                stored = load_progress(self.task)
+            except MirrorflowError as err:  # a read that fails (an open transaction held too long): not seen yet
+                log.debug("reading the successor's claim: %s", err)
+                stored = None
+            if stored is not None and (stored.epoch > self.epoch or (stored.epoch == self.epoch and not self.commits)):
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.5)
 
     def _run(self, on_batch: Callable[[CopyResult], None] | None) -> CopyResult:
         end = self.task.end
@@ -237,6 +278,7 @@ class CopyLoop:
         )
         commit_batch(writer, task, offset_map, progress)
         self.committed_to = consumed_to
+        self.commits += 1
         self.pending = self.commit_start_first = False
         result.transactions += 1 if upstreams else 0
         if self.chain is not None:

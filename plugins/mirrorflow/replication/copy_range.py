@@ -112,7 +112,6 @@ def _copy_range(
     idle_limit_s: float | None,
 ) -> CopyResult:
     with ThreadPoolExecutor(max_workers=4, thread_name_prefix="copy-setup") as pool:
-        metric_bytes = pool.submit(load_metric_bytes, task)
         # Fencing first: the progress, map and offset-syncs tail read below are final only once no older writer
         # can commit (a zombie's syncs landing after the tail was read would be rewritten behind newer ones).
         writer = TargetWriter(
@@ -124,6 +123,7 @@ def _copy_range(
             max_message_bytes=task.max_message_bytes,
         )
         try:
+            metric_bytes = pool.submit(load_metric_bytes, task)  # after the fence: a predecessor's last snapshot
             newest_sync = pool.submit(newest_offset_sync, task)
             stored_progress = pool.submit(load_progress, task)
             # The source bounds after the progress: a predecessor still running until the fence above (the run
@@ -216,7 +216,10 @@ def _copy(
         loop = CopyLoop(
             task, writer, reader, offset_map, result, progress=progress, identity=identity, syncs=syncs, metrics=metrics
         )
-        loop.pending, loop.commit_start_first = pending or commit_start_first, commit_start_first
+        # A continuous exactly-once copy commits its progress (with its epoch) before it reads: the claim that tells
+        # the run it fenced that a successor took over (`CopyLoop.run`).
+        claim = task.exactly_once and task.end is None
+        loop.pending, loop.commit_start_first = pending or commit_start_first or claim, commit_start_first or claim
         loop.held_syncs, loop.seen_log_start = held_syncs, log_start
         loop.stop, loop.idle_limit_s = stops
         return loop.run(on_batch)

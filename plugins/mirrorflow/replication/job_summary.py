@@ -33,6 +33,7 @@ COUNTS = (
     "schema_ids_not_ours",
     "transactions",
     "offset_syncs",
+    "handed_over",
     "max_latency_ms",
     "avg_latency_ms",
 )

@@ -132,5 +132,9 @@ class OffsetSyncWriter:
             f"the next run rewrites the missing syncs once cluster '{self.cluster}' is reachable."
         )
 
+    def discard(self) -> None:
+        """Drop the syncs not delivered yet: the run was handed over, and its successor heals them."""
+        self._writer.purge()
+
     def close(self) -> None:
         self._writer.close()
