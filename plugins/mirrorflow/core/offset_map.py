@@ -121,8 +121,7 @@ class OffsetMap(OffsetLookup):
     def __init__(self, start: int | None = None, *, exact_runs: int | None = None) -> None:
         """`start`: the upstream offset the copy begins consuming at; None = at the first recorded offset.
         `exact_runs`: how many of the newest runs stay exact (W, T1); default `offset_runs.DEFAULT_EXACT_RUNS`,
-        `NO_THINNING` keeps them all.
-        """
+        `NO_THINNING` keeps them all."""
         if start is not None and start < 0:
             raise ValueError(f"start offset must be >= 0, got {start}")
         self._store = RunStore(offset_runs.DEFAULT_EXACT_RUNS if exact_runs is None else exact_runs)
@@ -210,8 +209,7 @@ class OffsetMap(OffsetLookup):
         Call it with the source consumer's position after dropping records or reading past gaps, so that
         offsets in a dropped or compacted tail translate to the replicated end. `downstream_end` raises the
         floor of the replicated end (e.g. the target end offset after our commit marker); lower values are
-        ignored.
-        """
+        ignored."""
         if upstream_end < 0:
             raise ValueError(f"upstream end must be >= 0, got {upstream_end}")
         down = self.downstream_end
@@ -261,8 +259,7 @@ class OffsetMap(OffsetLookup):
 
         The old copies stay in the target log, so the replicated end does not move back; the re-copied
         records land after them. Consumers that crossed the duplicates re-read them (at-least-once). A thinned
-        run cut by the rewind keeps a conservative head (T3).
-        """
+        run cut by the rewind keeps a conservative head (T3)."""
         if upstream < 0:
             raise ValueError(f"upstream offset must be >= 0, got {upstream}")
         if self._up_end is None or self._start is None:
@@ -298,8 +295,7 @@ class OffsetMap(OffsetLookup):
 
     def mark_flushed(self, changes: SegmentChanges) -> None:
         """`changes` (from `unflushed`) is durable. Ignored if runs were removed or rewritten since, other than
-        by thinning (a thinned run that thinning rewrote again since stays unflushed).
-        """
+        by thinning (a thinned run that thinning rewrote again since stays unflushed)."""
         self._store.mark_flushed(changes)
 
     def merge(self, segments: Iterable[Segment]) -> None:
@@ -308,8 +304,7 @@ class OffsetMap(OffsetLookup):
         The runs must come from this partition's copy history: gaps between them are taken as gaps of that
         history. Runs wholly below `start` are ignored; a run that disagrees with a recorded copy or gap raises
         ValueError. A stored exact run inside a thinned one (a merge whose tombstones did not all land) is
-        taken as known.
-        """
+        taken as known."""
         for s in sorted(segments, key=lambda s: (s.upstream_start, s.upstream_length)):
             self._merge_one(s)
         self._store.epoch += 1
@@ -393,8 +388,7 @@ class OffsetMap(OffsetLookup):
         The rule is in core/offset_sync_rule.py. `flush_latest=True` also syncs the newest record, as MM2 does with
         its delayed syncs every offset.flush.interval.ms. Exact runs that thinning merged before this call saw
         them were set aside and are synced now, so thinning neither costs a sync nor invents one. Call it before
-        `prune_below`: records pruned before they were considered get no sync.
-        """
+        `prune_below`: records pruned before they were considered get no sync."""
         if offset_lag_max < 0:
             raise ValueError(f"offset.lag.max must be >= 0, got {offset_lag_max}")
         return self._store.offset_syncs(offset_lag_max, flush_latest)
