@@ -14,7 +14,7 @@ import sys
 import time
 
 from mirrorflow.core.offset_map import Segment, encode_segment
-from mirrorflow.replication.offset_translation import apply_segment_records
+from mirrorflow.replication.state_records import apply_segment_records
 
 RawRecord = tuple[bytes | None, bytes | None]
 

@@ -19,6 +19,7 @@ from tests.kafka_helpers import create_topic, read_partition
 from mirrorflow.config.model import Flow, MirrorConfig
 from mirrorflow.core.offset_map import OffsetMap, Segment, decode_segment, decode_segment_key
 from mirrorflow.core.progress import Progress, decode_progress
+from mirrorflow.core.state_slots import head_slot
 from mirrorflow.kafka.client_logs import with_logger
 from mirrorflow.kafka.compacted_log import read_to_end
 from mirrorflow.kafka.topics import create_compacted_topic
@@ -82,6 +83,13 @@ def create_copy_topics(
     for name in (PROGRESS_TOPIC, MAP_TOPIC):
         create_compacted_topic(admin("B"), "B", name, 1, 30)
     create_compacted_topic(admin("A"), "A", "mm2-offset-syncs.B.internal", 1, 30)
+
+
+def state_slot(admin: AdminClient, state_topic: str, topic: str, partition: int = 0) -> int:
+    """The partition of state topic `state_topic` (on the cluster of `admin`) that holds the state of source
+    partition `topic`-`partition` now: its head slot at the topic's current partition count."""
+    count = len(admin.list_topics(state_topic, timeout=30).topics[state_topic].partitions)
+    return head_slot(topic, partition, count)
 
 
 def commit_offsets(

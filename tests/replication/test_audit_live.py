@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from tests.replication.helpers import state_slot
 
 from mirrorflow.config.loader import load_config
 from mirrorflow.config.model import Flow
@@ -43,6 +44,9 @@ def write_config(tmp_path: Path, clusters: LocalClusters, topic: str) -> Path:
         "admin.timeout.ms = 30000\n"
     )
     return path
+
+
+PROGRESS = "mirrorflow-progress.A.internal"
 
 
 def prepare_target(flow: Flow, topic: str, partitions: int) -> None:
@@ -114,12 +118,12 @@ def test_audit_clean_then_each_injected_fault(
     pending = audit_flow(flow, topics=topic)
     assert pending["not_yet_copied"] == 1 and pending["lost"] == 0
     key, value = encode_progress(Progress(topic, 0, 201, 10**6, 201, 0, int(time.time() * 1000)))
-    target.produce("mirrorflow-progress.A.internal", key=key, value=value, partition=0)
+    target.produce(PROGRESS, key=key, value=value, partition=state_slot(kafka_admin("B"), PROGRESS, topic))
     # misplaced: a record produced at the source partition 0 and "copied" into remote partition 2
     source.produce(topic, key=b"moved", value=b"m", partition=0, timestamp=_ts(10000))
     assert source.flush(30) == 0
     key, value = encode_progress(Progress(topic, 0, 202, 10**6, 202, 0, int(time.time() * 1000)))
-    target.produce("mirrorflow-progress.A.internal", key=key, value=value, partition=0)
+    target.produce(PROGRESS, key=key, value=value, partition=state_slot(kafka_admin("B"), PROGRESS, topic))
     target.produce(remote, key=b"moved", value=b"m", partition=2, timestamp=_ts(10000))
     assert target.flush(30) == 0
 

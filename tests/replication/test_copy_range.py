@@ -165,10 +165,10 @@ def test_a_first_start_at_latest_that_fails_before_its_first_commit_loses_nothin
                 assert producer.flush(30) == 0
             return list(real_reader.read(self, max_records, timeout_s))
 
-    def failing_commit(writer: Any, task: Any, offset_map: Any, progress: Any) -> None:
+    def failing_commit(writer: Any, task: Any, offset_map: Any, progress: Any, slots: Any) -> None:
         if progress.records_copied > 0:
             raise MirrorflowError("injected: the first commit of records fails")
-        real_commit(writer, task, offset_map, progress)
+        real_commit(writer, task, offset_map, progress, slots)
 
     monkeypatch.setattr(copy_range_module, "PartitionReader", WritesFirst)
     monkeypatch.setattr(copy_loop_module, "commit_batch", failing_commit)

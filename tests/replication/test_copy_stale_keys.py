@@ -22,6 +22,7 @@ from tests.replication.helpers import (
 
 from mirrorflow.config.model import MirrorConfig
 from mirrorflow.core.offset_map import Segment, encode_segment
+from mirrorflow.core.state_slots import head_slot
 
 pytestmark = pytest.mark.integration
 
@@ -44,9 +45,10 @@ def test_the_copy_tombstones_a_key_its_fold_dropped_as_stale(
     state = kafka.producer("B")
     for d in range(10, 42):
         state.produce(f"A.{topic}", value=f"dead attempt's copy {d}".encode(), partition=0)
-    for run in (Segment(20, 30, 2), Segment(12, 40, 1)):
+    slots = len(kafka.admin("B").list_topics(MAP_TOPIC, timeout=30).topics[MAP_TOPIC].partitions)
+    for run in (Segment(20, 30, 2), Segment(12, 40, 1)):  # in the partition's slot, where its copy wrote
         key, value = encode_segment(topic, 0, run)
-        state.produce(MAP_TOPIC, key=key, value=value, partition=0)
+        state.produce(MAP_TOPIC, key=key, value=value, partition=head_slot(topic, 0, slots))
     assert state.flush(30) == 0
 
     for i in range(10, 40):

@@ -24,9 +24,15 @@ def test_default_layout() -> None:
         InternalTopic("heartbeats", "B", "target", "heartbeats", 2),
         InternalTopic("A.checkpoints.internal", "B", "target", "checkpoints", 1),
         InternalTopic("mm2-offset-syncs.B.internal", "A", "source", "offset-syncs", 3),
-        InternalTopic("mirrorflow-progress.A.internal", "B", "target", "progress", 1),
-        InternalTopic("mirrorflow-offset-map.A.internal", "B", "target", "offset-map", 1),
+        InternalTopic("mirrorflow-progress.A.internal", "B", "target", "progress", 1, 4),
+        InternalTopic("mirrorflow-offset-map.A.internal", "B", "target", "offset-map", 1, 4),
+        InternalTopic("mirrorflow-metrics.A.internal", "B", "target", "metrics", 1, 4),
     )
+
+
+def test_state_topics_have_a_power_of_two_slots_sized_from_the_flow() -> None:
+    sizes = {n: [t.partitions for t in flow_internal_topics(flow(), source_partitions=n)] for n in (0, 40, 2000)}
+    assert sizes == {0: [1, 1, 1, 4, 4, 4], 40: [1, 1, 1, 8, 8, 8], 2000: [1, 1, 1, 256, 256, 256]}
 
 
 def test_offset_syncs_on_the_target_are_named_after_the_source() -> None:
@@ -36,7 +42,7 @@ def test_offset_syncs_on_the_target_are_named_after_the_source() -> None:
 
 def test_no_offset_syncs_topic_when_emission_is_off() -> None:
     topics = flow_internal_topics(flow(emit_offset_syncs_enabled=False))
-    assert [t.purpose for t in topics] == ["heartbeats", "checkpoints", "progress", "offset-map"]
+    assert [t.purpose for t in topics] == ["heartbeats", "checkpoints", "progress", "offset-map", "metrics"]
 
 
 def test_custom_separator_applies_to_internal_names_unless_disabled() -> None:
@@ -47,6 +53,7 @@ def test_custom_separator_applies_to_internal_names_unless_disabled() -> None:
         "mm2-offset-syncs__B__internal",
         "mirrorflow-progress__A__internal",
         "mirrorflow-offset-map__A__internal",
+        "mirrorflow-metrics__A__internal",
     ]
     legacy = flow(replication_policy_separator="__", internal_topic_separator_enabled=False)
     assert [t.name for t in flow_internal_topics(legacy)] == [
@@ -55,4 +62,5 @@ def test_custom_separator_applies_to_internal_names_unless_disabled() -> None:
         "mm2-offset-syncs.B.internal",
         "mirrorflow-progress.A.internal",
         "mirrorflow-offset-map.A.internal",
+        "mirrorflow-metrics.A.internal",
     ]

@@ -24,10 +24,12 @@ from tests.replication.helpers import (
     copy_all,
     copy_tasks,
     create_copy_topics,
+    state_slot,
 )
 
 import mirrorflow.kafka.compacted_log as compacted_log
 import mirrorflow.replication.offset_translation as offset_translation
+import mirrorflow.replication.state_records as state_records
 from mirrorflow.config.model import MirrorConfig
 from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.kafka.client_logs import with_logger
@@ -58,8 +60,8 @@ def duplicates_and_lost(values: dict[int, bytes], expected: int) -> tuple[int, i
     return duplicated, lost
 
 
-def open_transaction(kafka: KafkaKit, topic: str) -> Producer:
-    """A transaction left open on `topic`-0 of B, as a copy task killed after producing its progress record
+def open_transaction(kafka: KafkaKit, topic: str, partition: int = 0) -> Producer:
+    """A transaction left open on `topic`-`partition` of B, as a copy task killed after producing its progress record
     leaves one: a tombstone of a key no reader knows (state topics are compacted, and readers skip tombstones of
     progress), neither committed nor aborted."""
     producer = Producer(
@@ -75,7 +77,7 @@ def open_transaction(kafka: KafkaKit, topic: str) -> Producer:
     producer.begin_transaction()
     delivered: list[Any] = []
     producer.produce(
-        topic, key=b"held open by a test", value=None, partition=0, on_delivery=lambda e, m: delivered.append(e)
+        topic, key=b"held open by a test", value=None, partition=partition, on_delivery=lambda e, m: delivered.append(e)
     )
     assert producer.flush(30) == 0 and delivered == [None], delivered
     return producer
@@ -127,7 +129,7 @@ def test_restart_waits_for_an_open_transaction_on_the_progress_partition(
     task = copy_tasks(flow, topic, end=None, run_seconds=120.0)[0]
     running = Background(lambda: copy_range(task, stop=stop.is_set))
     wait_for(lambda: committed_count(kafka.clusters, f"A.{topic}", 0) == 10, "the first commit")
-    held = open_transaction(kafka, PROGRESS_TOPIC)
+    held = open_transaction(kafka, PROGRESS_TOPIC, state_slot(kafka.admin("B"), PROGRESS_TOPIC, topic))
     try:
         produce_values(kafka, topic, 10, 10)  # committed by the running copy after the open transaction
         wait_for(lambda: committed_count(kafka.clusters, f"A.{topic}", 0) == 20, "the commit after the open one")
@@ -180,7 +182,7 @@ def test_translation_never_passes_a_batch_committed_between_the_two_reads(
     produce_values(kafka, topic, 0, 10)
     assert copy_all(flow, topic) == 10
     produce_values(kafka, topic, 10, 10)
-    real = offset_translation.read_to_end
+    real = state_records.read_to_end
     reads: list[str] = []
 
     def first_read_then_commit(cluster: str, conf: Any, state_topic: str, **kwargs: Any) -> Iterator[Any]:
@@ -189,7 +191,7 @@ def test_translation_never_passes_a_batch_committed_between_the_two_reads(
         if len(reads) == 1:
             assert copy_all(flow, topic) == 10  # a copy commits between the reader's two reads
 
-    monkeypatch.setattr(offset_translation, "read_to_end", first_read_then_commit)
+    monkeypatch.setattr(state_records, "read_to_end", first_read_then_commit)
     maps = offset_translation.load_offset_maps(flow, topics=[topic])
     monkeypatch.undo()
     assert sorted(reads) == sorted([PROGRESS_TOPIC, MAP_TOPIC])
@@ -227,19 +229,19 @@ def test_a_tailing_reader_keeps_the_cut_and_reads_only_what_was_added(
     produce_values(kafka, topic, 10, 10)
     tail = OffsetMapTail.for_flow(flow, timeout_s=30.0)
     try:
-        real = tail._tail.read_new
+        real = tail._tail.read_new_all
         reads: list[str] = []
 
-        def read_then_commit(state_topic: str, partition: int) -> Any:
-            found = real(state_topic, partition)
+        def read_then_commit(state_topic: str) -> Any:
+            found = real(state_topic)
             reads.append(state_topic)
             if len(reads) == 1:
                 assert copy_all(flow, topic) == 10  # a copy commits between the reader's two reads
             return found
 
-        tail._tail.read_new = read_then_commit  # type: ignore[method-assign]
+        tail._tail.read_new_all = read_then_commit  # type: ignore[method-assign]
         first = tail.load(topics=[topic])
-        tail._tail.read_new = real  # type: ignore[method-assign]
+        tail._tail.read_new_all = real  # type: ignore[method-assign]
         assert_never_past(kafka, topic, first, 20)
         loaded = tail.records_read
         second = tail.load(topics=[topic])

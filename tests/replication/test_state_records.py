@@ -14,6 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import mirrorflow.replication.copy_setup as copy_setup
+import mirrorflow.replication.copy_slots as copy_slots
+import mirrorflow.replication.state_records as state_records
 from mirrorflow.core import offset_runs
 from mirrorflow.core.offset_map import OffsetMap, Segment, StoredRuns, encode_segment, encode_segment_key
 from mirrorflow.core.progress import Progress, encode_progress, encode_progress_key
@@ -145,8 +147,8 @@ def test_a_partial_at_least_once_commit_does_not_make_the_copy_refuse_its_own_hi
         for offset, (key, value) in enumerate(stored):
             yield 0, offset, key, value, 0
 
-    monkeypatch.setattr(copy_setup, "read_to_end", read_to_end)
-    segments = copy_setup.load_segments(fake_task())
+    monkeypatch.setattr(copy_slots, "read_to_end", read_to_end)
+    segments, _placement = copy_slots.load_segments(fake_task())
     restored = copy_setup.restore_map(segments, progress("t", 10, 10, 10), 10)  # used to raise at every restart
     assert restored.upstream_end == 10
     assert segments.runs == [Segment(0, 0, 10), Segment(10, 20, 10)]
@@ -274,10 +276,10 @@ def commit_records(copy: OffsetMap) -> list[RawRecord]:
     ]
 
 
-def fold(log: list[RawRecord]) -> copy_setup.StoredSegments:
+def fold(log: list[RawRecord]) -> state_records.StoredSegments:
     store: dict[tuple[str, int], StoredRuns] = {}
-    copy_setup.apply_segment_records(store, log)
-    return copy_setup.stored_segments(store, ("t", 0))
+    state_records.apply_segment_records(store, log)
+    return state_records.stored_segments(store, ("t", 0))
 
 
 def test_a_tombstone_lost_in_a_crash_is_written_again_so_compaction_changes_no_answer() -> None:

@@ -173,8 +173,11 @@ def change_lines(report: ControlPlaneReport) -> list[str]:
         for t in report.internal_topics.created:
             lines.append(
                 f"  {verb('create', 'created')} internal topic {t.cluster}:{t.name} "
-                f"({t.purpose}; compacted, 1 partition, replication factor {_rf(t.replication_factor)})"
+                f"({t.purpose}; compacted, {t.partitions} partition{'s' if t.partitions != 1 else ''}, "
+                f"replication factor {_rf(t.replication_factor)})"
             )
+        for name, before, after in report.internal_topics.grown:
+            lines.append(f"  {verb('add', 'added')} partitions to internal topic {target}:{name}: {before} -> {after}")
     if report.configs is not None:
         for drift in report.configs.topics:
             lines.append(f"  {verb('change', 'changed')} configs of {target}:{drift.remote_topic} (from {drift.topic})")

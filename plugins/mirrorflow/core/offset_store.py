@@ -279,3 +279,8 @@ class StoredRuns:
     def stale_keys(self) -> list[int]:
         """Keys the fold dropped as stale whose tombstone it has not read: still live in the topic."""
         return sorted(self._dropped)
+
+    def live_keys(self) -> list[int]:
+        """Every key of the partition still live in the topic (its runs and the stale keys): what moving the
+        partition's map to another slot tombstones where it was (`core.state_slots`)."""
+        return sorted(self._dropped.union(self._runs))

@@ -17,7 +17,7 @@ dashboard, health) pass a short `wait_s` (their own timeout) rather than block f
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
@@ -79,15 +79,18 @@ def read_to_end(
     conf: Mapping[str, str],
     topic: str,
     *,
-    partitions: Sequence[int] | None = None,
+    partitions: Sequence[int] | Callable[[int], Sequence[int]] | None = None,
     read_committed: bool = True,
     timeout_s: float = 60.0,
     wait_s: float = OPEN_TRANSACTION_WAIT_S,
     require: bool = False,
+    on_count: Callable[[int], None] | None = None,
 ) -> Iterator[tuple[int, int, bytes | None, bytes | None, int]]:
     """Yield (partition, offset, key, value, timestamp_ms) of every record below each partition's high
     watermark at the call; nothing if the topic is absent, unless `require` (then `MissingTopicError`).
-    `timeout_s` bounds each metadata request, `wait_s` a stretch without progress (see the module docstring)."""
+    `partitions` (default all) may be chosen from the topic's partition count, which `on_count` is told (0 when
+    the topic is absent): the state topics' slots depend on it. `timeout_s` bounds each metadata request,
+    `wait_s` a stretch without progress (see the module docstring)."""
     reader = make_consumer(
         conf,
         **{
@@ -105,7 +108,13 @@ def read_to_end(
                 raise KafkaOperationError(cluster, f"reading topic '{topic}'", metadata.error)
             if require:
                 raise MissingTopicError(cluster, topic, "it is needed here")
+            if on_count is not None:
+                on_count(0)
             return
+        if on_count is not None:
+            on_count(len(metadata.partitions))
+        if callable(partitions):
+            partitions = partitions(len(metadata.partitions))
         wanted = sorted(metadata.partitions) if partitions is None else list(partitions)
         ends = _true_ends(conf, reader if not read_committed else None, topic, wanted, timeout_s)
         if not ends:
@@ -223,8 +232,32 @@ class CompactedTail:
     def read_new(self, topic: str, partition: int) -> tuple[bool, list[tuple[bytes | None, bytes | None]]]:
         """(restarted, the (key, value) records added since the last call, in log order); when restarted, the
         records are the re-created topic's from its start."""
-        seen = self.has_read(topic, partition)
+        restarted = self._recreated(topic, self.has_read(topic, partition))
+        again, found = self._read_partition(topic, partition)
+        return restarted or again, found
+
+    def read_new_all(self, topic: str) -> tuple[bool, list[tuple[int, bytes | None, bytes | None]]]:
+        """`read_new` for every partition of `topic` (one topic-ID check): (restarted, (partition, key, value)
+        records, each partition's in log order). A topic read before that is gone fails as in `read_new`."""
+        seen = any(key[0] == topic for key in self._positions)
         restarted = self._recreated(topic, seen)
+        try:
+            metadata = self._admin.list_topics(topic, timeout=self._timeout_s).topics.get(topic)
+        except KafkaException as err:
+            raise KafkaOperationError(self.cluster, f"reading the partitions of {topic}", err) from err
+        count = 0 if metadata is None or metadata.error is not None else len(metadata.partitions)
+        if count == 0 and seen and not restarted:
+            raise MissingTopicError(self.cluster, topic, "it was read before")
+        found: list[tuple[int, bytes | None, bytes | None]] = []
+        for partition in range(count):
+            again, records = self._read_partition(topic, partition)
+            restarted = restarted or again
+            found.extend((partition, key, value) for key, value in records)
+        return restarted, found
+
+    def _read_partition(self, topic: str, partition: int) -> tuple[bool, list[tuple[bytes | None, bytes | None]]]:
+        seen = self.has_read(topic, partition)
+        restarted = False
         at = self._positions.get((topic, partition), 0)
         try:
             low, high = self._asker.get_watermark_offsets(
@@ -233,7 +266,7 @@ class CompactedTail:
         except KafkaException as err:
             if err.args[0].code() not in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION):
                 raise KafkaOperationError(self.cluster, f"reading the end of {topic}-{partition}", err) from err
-            if seen and not restarted:
+            if seen:
                 raise MissingTopicError(self.cluster, topic, f"partition {partition} was read before") from err
             return restarted, []
         if high < at:  # re-created without a topic ID to tell (an older broker): the end went backwards

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
@@ -48,10 +48,20 @@ def ensure_metrics_topic(
 
 
 class MetricsPublisher:
-    """Writes one snapshot per key after each committed batch; never raises."""
+    """Writes one snapshot per key after each committed batch, to one partition of the topic (a copy's: its
+    slot); never raises. `retire` ({partition: keys}) is tombstoned after the first snapshot: the partition's
+    snapshots left in the slots it had before the topic grew."""
 
-    def __init__(self, cluster: str, conf: Mapping[str, str], topic: str) -> None:
-        self.cluster, self.topic = cluster, topic
+    def __init__(
+        self,
+        cluster: str,
+        conf: Mapping[str, str],
+        topic: str,
+        partition: int = 0,
+        retire: Mapping[int, Sequence[bytes]] | None = None,
+    ) -> None:
+        self.cluster, self.topic, self.partition = cluster, topic, partition
+        self._retire = dict(retire or {})
         self.failures = 0
         # Not idempotent and acks=1: a lost or duplicated snapshot is harmless, the next one supersedes it.
         self._producer = make_producer(conf, **_PUBLISHER)
@@ -71,7 +81,13 @@ class MetricsPublisher:
     def publish(self, key: bytes, value: bytes | None) -> None:
         """Queue one record (None: a tombstone, which removes the key once compacted)."""
         try:
-            self._producer.produce(self.topic, key=key, value=value, partition=0, on_delivery=self._report)
+            self._producer.produce(self.topic, key=key, value=value, partition=self.partition, on_delivery=self._report)
+            for partition, keys in self._retire.items():
+                for old in keys:
+                    self._producer.produce(
+                        self.topic, key=old, value=None, partition=partition, on_delivery=self._report
+                    )
+            self._retire.clear()
             self._producer.poll(0)
         except (BufferError, KafkaException) as err:
             self._report(KafkaError(KafkaError._FAIL, str(err)), None)
@@ -83,8 +99,15 @@ class MetricsPublisher:
 
 
 def read_snapshots(cluster: str, conf: Mapping[str, str], topic: str, timeout_s: float) -> dict[bytes, bytes]:
-    """The latest value per key of the metrics topic (tombstones remove the key); empty when it is absent."""
-    return latest_values(read_to_end(cluster, conf, topic, read_committed=False, timeout_s=timeout_s, wait_s=timeout_s))
+    """The latest value per key of the metrics topic (tombstones remove the key); empty when it is absent. A key
+    live in several partitions (a copy's slots, before and after the topic grew) takes the highest one's."""
+    per_partition: dict[int, list[tuple[int, int, bytes | None, bytes | None, int]]] = {}
+    for record in read_to_end(cluster, conf, topic, read_committed=False, timeout_s=timeout_s, wait_s=timeout_s):
+        per_partition.setdefault(record[0], []).append(record)
+    merged: dict[bytes, bytes] = {}
+    for partition in sorted(per_partition):
+        merged.update(latest_values(per_partition[partition]))
+    return merged
 
 
 def record_timestamps(

@@ -130,13 +130,14 @@ def create_topics(
 
 
 def create_compacted_topic(
-    admin: AdminClient, cluster: str, name: str, replication_factor: int, timeout_s: float
+    admin: AdminClient, cluster: str, name: str, replication_factor: int, timeout_s: float, partitions: int = 1
 ) -> bool:
-    """MM2's internal-topic creation: one compacted partition; exists or not authorised counts as present.
+    """MM2's internal-topic creation: compacted, one partition unless told (Mirrorflow's state topics have one
+    per slot); exists or not authorised counts as present.
 
     Returns True when this call created the topic.
     """
-    spec = NewTopicSpec(name, 1, replication_factor, {"cleanup.policy": "compact"})
+    spec = NewTopicSpec(name, partitions, replication_factor, {"cleanup.policy": "compact"})
     try:
         return create_topics(admin, cluster, [spec], timeout_s)[name] is None
     except KafkaOperationError as err:

@@ -25,7 +25,7 @@ from mirrorflow.core.progress import Progress
 from mirrorflow.kafka.operation_error import KafkaOperationError
 from mirrorflow.kafka.partition_reader import PartitionReader
 from mirrorflow.kafka.transfer import Batch, TargetWriter
-from mirrorflow.replication.copy_commit import commit_batch
+from mirrorflow.replication.copy_commit import StateSlots, commit_batch
 from mirrorflow.replication.copy_setup import (
     CopyMetrics,
     chain_totals,
@@ -75,9 +75,10 @@ class CopyLoop:
         identity: tuple[str, str],
         syncs: OffsetSyncWriter | None,
         metrics: CopyMetrics | None,
+        slots: StateSlots,
     ) -> None:
         self.task, self.writer, self.reader, self.offset_map, self.result = task, writer, reader, offset_map, result
-        self.syncs, self.metrics = syncs, metrics
+        self.syncs, self.metrics, self.slots = syncs, metrics, slots
         self.source_id, self.remote_id = identity
         self.epoch = progress.epoch + 1 if progress else 0
         self.copied_before = progress.records_copied if progress else 0
@@ -156,7 +157,7 @@ class CopyLoop:
         deadline = time.monotonic() + HANDOVER_CLAIM_WAIT_S
         while True:
             try:
-                stored = load_progress(self.task)
+                stored, _ = load_progress(self.task)
             except MirrorflowError as err:  # a read that fails (an open transaction held too long): not seen yet
                 log.debug("reading the successor's claim: %s", err)
                 stored = None
@@ -276,7 +277,7 @@ class CopyLoop:
             self.source_id,
             self.remote_id,
         )
-        commit_batch(writer, task, offset_map, progress)
+        commit_batch(writer, task, offset_map, progress, self.slots)
         self.committed_to = consumed_to
         self.commits += 1
         self.pending = self.commit_start_first = False

@@ -46,9 +46,11 @@ from mirrorflow.kafka.offsets import partition_bounds
 from mirrorflow.kafka.partition_reader import PartitionReader
 from mirrorflow.kafka.record_size import RecordTooLarge, limit_now
 from mirrorflow.kafka.transfer import TargetWriter
+from mirrorflow.replication.copy_commit import StateSlots
 from mirrorflow.replication.copy_loop import CopyLoop, Stop
 from mirrorflow.replication.copy_setup import (
     CopyMetrics,
+    StoredBytes,
     check_identity,
     identity_upgrade_pending,
     load_metric_bytes,
@@ -140,8 +142,8 @@ def _copy_range(
                 timeout_s=task.timeout_s,
                 stable=task.start_at_latest and task.read_committed,
             )
-            stored = load_segments(task)
-            progress = stored_progress.result()
+            stored, map_slots = load_segments(task)
+            progress, progress_slots = stored_progress.result()
             found = bounds.result()
             bytes_before = metric_bytes.result()
             synced = newest_sync.result()
@@ -152,7 +154,10 @@ def _copy_range(
     # reader's isolation puts the latest record (a read_committed reader: the last stable offset).
     log_end = found.last_stable if progress is None else found.high_watermark
     bounds_found = (found.log_start, log_end)
-    return _copy(task, writer, progress, stored, bounds_found, synced, bytes_before, on_batch, (stop, idle_limit_s))
+    slots = StateSlots(progress_slots, map_slots)
+    return _copy(
+        task, writer, (progress, stored, slots), bounds_found, synced, bytes_before, on_batch, (stop, idle_limit_s)
+    )
 
 
 def _after(first: Future[Any], fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -164,11 +169,10 @@ def _after(first: Future[Any], fn: Callable[..., T], *args: Any, **kwargs: Any) 
 def _copy(
     task: CopyTask,
     writer: TargetWriter,
-    progress: Progress | None,
-    stored: StoredSegments,
+    state: tuple[Progress | None, StoredSegments, StateSlots],
     bounds: tuple[int, int],
     synced: tuple[int, int] | None,
-    bytes_before: int | None,
+    bytes_before: StoredBytes | None,
     on_batch: Callable[[CopyResult], None] | None,
     stops: tuple[Stop | None, float | None] = (None, None),
 ) -> CopyResult:
@@ -179,6 +183,7 @@ def _copy(
     reader: PartitionReader | None = None
     metrics: CopyMetrics | None = None
     log_start, log_end = bounds
+    progress, stored, slots = state
     try:
         identity = check_identity(task, progress)
         start = resolve_start(task, progress, log_start, log_end)
@@ -192,6 +197,7 @@ def _copy(
         held_syncs = prune(offset_map, log_start, lag) or []
         pending = bool(held_syncs) or bool(offset_map.unflushed().deletes)
         pending = pending or identity_upgrade_pending(progress, identity)  # commit once: record the IDs
+        pending = pending or slots.moving  # commit once: move the state to the head slots (`copy_slots`)
         # A first start "at latest" commits its start at once, even with nothing to copy: the next run resumes
         # there, and records written meanwhile are copied (each run would otherwise start at its own latest).
         # It commits that start before it reads anything, so an attempt that fails before its first commit of
@@ -214,7 +220,16 @@ def _copy(
             tuning=buffer_settings(task).reader,
         )
         loop = CopyLoop(
-            task, writer, reader, offset_map, result, progress=progress, identity=identity, syncs=syncs, metrics=metrics
+            task,
+            writer,
+            reader,
+            offset_map,
+            result,
+            progress=progress,
+            identity=identity,
+            syncs=syncs,
+            metrics=metrics,
+            slots=slots,
         )
         # A continuous exactly-once copy commits its progress (with its epoch) before it reads: the claim that tells
         # the run it fenced that a successor took over (`CopyLoop.run`).

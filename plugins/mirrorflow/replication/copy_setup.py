@@ -5,7 +5,6 @@ resumes. Split from `copy_range` so the hot loop stays readable; every function 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 from typing import NamedTuple
 
 from mirrorflow.core.errors import MirrorflowError
@@ -13,53 +12,16 @@ from mirrorflow.core.offset_map import OffsetMap
 from mirrorflow.core.progress import Progress
 from mirrorflow.core.transforms import TransformChain
 from mirrorflow.kafka.clients import admin_client
-from mirrorflow.kafka.compacted_log import read_to_end
-from mirrorflow.kafka.metrics_store import MetricsPublisher, ensure_metrics_topic, read_snapshots
+from mirrorflow.kafka.metrics_store import MetricsPublisher, ensure_metrics_topic
 from mirrorflow.kafka.topics import NewTopicSpec, create_topics
+from mirrorflow.replication.copy_slots import Placement, load_progress, load_segments, load_snapshot
 from mirrorflow.replication.copy_task import CopyResult, CopyTask
 from mirrorflow.replication.metrics import PartitionMetrics, Snapshot, snapshot_key
-from mirrorflow.replication.state_records import (
-    RawRecord,
-    SegmentStore,
-    StoredSegments,
-    TopicPartition,
-    apply_progress_records,
-    apply_segment_records,
-    stored_segments,
-)
+from mirrorflow.replication.state_records import StoredSegments
+
+__all__ = ["load_progress", "load_segments"]  # read here by the copy; kept where they live (`copy_slots`)
 
 log = logging.getLogger(__name__)
-
-
-def load_progress(task: CopyTask) -> Progress | None:
-    """The committed progress of the task's partition, read after fencing so it is final.
-
-    `read_to_end` reads to the true end, waiting for other tasks' open transactions on the shared partition:
-    a progress record of ours committed after one of them is never missed (that would copy again what was
-    committed). This and `load_segments` may run in parallel and still form one cut: after fencing, no writer
-    can change this partition's progress or segments between the two reads. Records apply as for every reader
-    (`state_records`): a tombstone (`mirrorflow reset`) means no progress.
-    """
-    progress: dict[TopicPartition, Progress] = {}
-    apply_progress_records(progress, _records(task, task.progress_topic), topics=[task.topic])
-    return progress.get((task.topic, task.partition))
-
-
-def load_segments(task: CopyTask) -> StoredSegments:
-    """This partition's stored offset-map segments, applied as every reader applies them (`state_records`):
-    a segment cuts the older ones it overlaps. Keeping the latest record per key instead would, after an
-    at-least-once crash that delivered only part of one commit's map records, keep an older segment that
-    overlaps a newer one, and `OffsetMap.restore` would refuse the pair at every restart."""
-    segments: SegmentStore = {}
-    apply_segment_records(segments, _records(task, task.offset_map_topic), topics=[task.topic])
-    return stored_segments(segments, (task.topic, task.partition))
-
-
-def _records(task: CopyTask, topic: str) -> Iterator[RawRecord]:
-    for _p, _o, key, value, _ts in read_to_end(
-        task.target, task.target_consumer, topic, partitions=[0], timeout_s=task.timeout_s
-    ):
-        yield key, value
 
 
 def restore_map(stored: StoredSegments, progress: Progress | None, start: int) -> OffsetMap:
@@ -144,8 +106,15 @@ def prune(offset_map: OffsetMap, log_start: int | None, offset_lag_max: int) -> 
     return syncs
 
 
-def load_metric_bytes(task: CopyTask) -> int | None:
-    """The partition's stored byte count (metrics continue it); None (logged) when metrics are unavailable."""
+class StoredBytes(NamedTuple):
+    """The partition's stored byte count (metrics continue it) and where its snapshots go."""
+
+    byte_count: int
+    placement: Placement
+
+
+def load_metric_bytes(task: CopyTask) -> StoredBytes | None:
+    """The partition's stored byte count and placement; None (logged) when metrics are unavailable."""
     if task.metrics_topic is None:
         return None
     try:
@@ -153,9 +122,8 @@ def load_metric_bytes(task: CopyTask) -> int | None:
             task.target, task.target_producer, task.metrics_topic, task.metrics_replication_factor, task.timeout_s
         ):
             return None
-        stored = read_snapshots(task.target, task.target_consumer, task.metrics_topic, task.timeout_s)
-        raw = stored.get(snapshot_key(task.remote_topic, task.partition))
-        return int(Snapshot.decode(raw).values.get("byte-count", 0)) if raw else 0
+        raw, placement = load_snapshot(task, task.metrics_topic, snapshot_key(task.remote_topic, task.partition))
+        return StoredBytes(int(Snapshot.decode(raw).values.get("byte-count", 0)) if raw else 0, placement)
     except Exception as err:  # metrics are best-effort: never fail the copy for them
         log.warning("metrics: not recorded for %s-%s: %s", task.remote_topic, task.partition, err)
         return None
@@ -207,9 +175,9 @@ class CopyMetrics(NamedTuple):
         self.publisher.publish(snapshot.key(), snapshot.encode())
 
 
-def start_metrics(task: CopyTask, records_before: int, bytes_before: int | None) -> CopyMetrics | None:
+def start_metrics(task: CopyTask, records_before: int, stored: StoredBytes | None) -> CopyMetrics | None:
     """The partition's metrics recorder, continuing the stored counts; None when metrics are unavailable."""
-    if task.metrics_topic is None or bytes_before is None:
+    if task.metrics_topic is None or stored is None:
         return None
     recorder = PartitionMetrics(
         source=task.source,
@@ -218,6 +186,8 @@ def start_metrics(task: CopyTask, records_before: int, bytes_before: int | None)
         remote_topic=task.remote_topic,
         partition=task.partition,
         record_count=records_before,
-        byte_count=bytes_before,
+        byte_count=stored.byte_count,
     )
-    return CopyMetrics(recorder, MetricsPublisher(task.target, task.target_producer, task.metrics_topic))
+    slots = stored.placement
+    publisher = MetricsPublisher(task.target, task.target_producer, task.metrics_topic, slots.head, slots.old)
+    return CopyMetrics(recorder, publisher)

@@ -156,7 +156,9 @@ def run_control_plane(
         actions: dict[str, Callable[[], dict[str, Any]]] = {
             TOPICS: lambda: {
                 "topics": sync_topics(flow, clients, plan, dry_run=dry_run, rules=rules),  # type: ignore[arg-type]
-                "internal_topics": create_internal_topics(flow, clients, dry_run=dry_run, rules=rules),
+                "internal_topics": create_internal_topics(
+                    flow, clients, dry_run=dry_run, rules=rules, source_partitions=_partitions(plan)
+                ),
             },
             CONFIGS: lambda: {"configs": sync_configs(flow, clients, plan, dry_run=dry_run, rules=rules)},  # type: ignore[arg-type]
             ACLS: lambda: {"acls": sync_acls(flow, clients, dry_run=dry_run, rules=rules)},
@@ -184,6 +186,11 @@ def run_control_plane(
         if own:
             clients.close()
     return _report(flow, dry_run, started, started_ms, ran, parts, plan)
+
+
+def _partitions(plan: FlowPlan | None) -> int:
+    """The flow's source partitions, which size its state topics (0: unknown)."""
+    return sum(t.partitions for t in plan.topics) if plan is not None else 0
 
 
 def run_heartbeat_pair(

@@ -4,8 +4,12 @@
 * `<source>.checkpoints.internal` on the target, RF `checkpoints.topic.replication.factor`;
 * `mm2-offset-syncs.<target>.internal` on the source (`offset-syncs.topic.location=source`, the default), or
   `mm2-offset-syncs.<source>.internal` on the target (location `target`), RF `offset-syncs.topic.replication.factor`;
-* Mirrorflow's `mirrorflow-progress.<source>.internal` and `mirrorflow-offset-map.<source>.internal` on the
-  target, RF `checkpoints.topic.replication.factor`.
+* Mirrorflow's `mirrorflow-progress.<source>.internal`, `mirrorflow-offset-map.<source>.internal` and
+  `mirrorflow-metrics.<source>.internal` on the target, RF `checkpoints.topic.replication.factor`. These three
+  are the flow's state topics and have one partition per slot (`core.state_slots`): a power of two sized from
+  the flow's partitions when the cycle knows them (`flow_state_partitions`), grown by the same rule when the
+  flow outgrows them (never shrunk: Kafka cannot). Topics of older versions have one partition and grow too:
+  each copy moves its partition's state to its new slot at its first commit.
 
 Names come from the policy (a custom separator applies when
 `replication.policy.internal.topic.separator.enabled`, the default); no offset-syncs topic when
@@ -21,9 +25,11 @@ from typing import Literal
 from mirrorflow.config.model import Flow
 from mirrorflow.core.offset_map import offset_map_topic
 from mirrorflow.core.progress import progress_topic
-from mirrorflow.kafka.topics import create_compacted_topic, list_topic_partitions
-from mirrorflow.replication.flow_clients import FlowClients
+from mirrorflow.core.state_slots import check_count, flow_state_partitions
+from mirrorflow.kafka.topics import create_compacted_topic, create_partitions, list_topic_partitions
+from mirrorflow.replication.flow_clients import Admin, FlowClients
 from mirrorflow.replication.flow_rules import FlowRules
+from mirrorflow.replication.metrics import metrics_topic
 
 Side = Literal["source", "target"]
 
@@ -35,6 +41,7 @@ class InternalTopic:
     side: Side
     purpose: str
     replication_factor: int
+    partitions: int = 1
 
 
 @dataclass(frozen=True)
@@ -45,6 +52,11 @@ class InternalTopicsReport:
     """Created by this call (or, in a dry run, that would be)."""
     present: tuple[str, ...]
     """Already there (or created concurrently, or not ours to create for lack of authorization)."""
+    grown: tuple[tuple[str, int, int], ...] = ()
+    """State topics given more partitions by this call (or, in a dry run, that would be): (name, before, after)."""
+
+
+STATE_PURPOSES = frozenset({"progress", "offset-map", "metrics"})
 
 
 def heartbeats_topic(flow: Flow, rules: FlowRules | None = None) -> InternalTopic:
@@ -65,8 +77,12 @@ def offset_syncs_topic(flow: Flow, rules: FlowRules | None = None) -> InternalTo
     return InternalTopic(policy.offset_syncs_topic(flow.target), flow.source, "source", "offset-syncs", rf)
 
 
-def flow_internal_topics(flow: Flow, rules: FlowRules | None = None) -> tuple[InternalTopic, ...]:
+def flow_internal_topics(
+    flow: Flow, rules: FlowRules | None = None, *, source_partitions: int = 0
+) -> tuple[InternalTopic, ...]:
+    """The flow's internal topics; the state topics sized for `source_partitions` (0: unknown, the minimum)."""
     rules = rules or FlowRules.of(flow)
+    slots = flow_state_partitions(source_partitions)
     sep = rules.internal_separator
     rf = flow.checkpoints_topic_replication_factor
     topics = [
@@ -76,8 +92,9 @@ def flow_internal_topics(flow: Flow, rules: FlowRules | None = None) -> tuple[In
     syncs = offset_syncs_topic(flow, rules)
     if syncs is not None:
         topics.append(syncs)
-    topics.append(InternalTopic(progress_topic(flow.source, sep), flow.target, "target", "progress", rf))
-    topics.append(InternalTopic(offset_map_topic(flow.source, sep), flow.target, "target", "offset-map", rf))
+    topics.append(InternalTopic(progress_topic(flow.source, sep), flow.target, "target", "progress", rf, slots))
+    topics.append(InternalTopic(offset_map_topic(flow.source, sep), flow.target, "target", "offset-map", rf, slots))
+    topics.append(InternalTopic(metrics_topic(flow.source, sep), flow.target, "target", "metrics", rf, slots))
     return tuple(topics)
 
 
@@ -86,6 +103,7 @@ def ensure_internal_topics(
 ) -> InternalTopicsReport:
     created: list[InternalTopic] = []
     present: list[str] = []
+    grown: list[tuple[str, int, int]] = []
     for side in ("source", "target"):
         wanted = [t for t in topics if t.side == side]
         if not wanted:
@@ -95,17 +113,36 @@ def ensure_internal_topics(
         for topic in wanted:
             if topic.name in existing:
                 present.append(topic.name)
+                grown += _grow(admin, topic, existing[topic.name], dry_run, clients.timeout_s)
             elif dry_run or create_compacted_topic(
-                admin, topic.cluster, topic.name, topic.replication_factor, clients.timeout_s
+                admin, topic.cluster, topic.name, topic.replication_factor, clients.timeout_s, topic.partitions
             ):
                 created.append(topic)
             else:
                 present.append(topic.name)
-    return InternalTopicsReport(flow.name, dry_run, tuple(created), tuple(present))
+    return InternalTopicsReport(flow.name, dry_run, tuple(created), tuple(present), tuple(grown))
+
+
+def _grow(
+    admin: Admin, topic: InternalTopic, count: int, dry_run: bool, timeout_s: float
+) -> list[tuple[str, int, int]]:
+    """Grow a state topic to its wanted partitions (from a power of two: the slot rules need it)."""
+    if topic.purpose not in STATE_PURPOSES or count >= topic.partitions:
+        return []
+    check_count(count, topic.name)
+    if not dry_run:
+        create_partitions(admin, topic.cluster, {topic.name: topic.partitions}, timeout_s)
+    return [(topic.name, count, topic.partitions)]
 
 
 def create_internal_topics(
-    flow: Flow, clients: FlowClients, *, dry_run: bool = False, rules: FlowRules | None = None
+    flow: Flow,
+    clients: FlowClients,
+    *,
+    dry_run: bool = False,
+    rules: FlowRules | None = None,
+    source_partitions: int = 0,
 ) -> InternalTopicsReport:
-    """Create whatever of `flow_internal_topics(flow)` is missing."""
-    return ensure_internal_topics(flow, clients, flow_internal_topics(flow, rules), dry_run=dry_run)
+    """Create whatever of `flow_internal_topics(flow)` is missing, and grow the state topics the flow outgrew."""
+    wanted = flow_internal_topics(flow, rules, source_partitions=source_partitions)
+    return ensure_internal_topics(flow, clients, wanted, dry_run=dry_run)

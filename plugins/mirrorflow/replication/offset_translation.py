@@ -11,7 +11,7 @@ not read yet. The answer is None when the partition was never copied or U is old
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -20,17 +20,17 @@ from mirrorflow.core.checkpoint import Checkpoint
 from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.core.offset_map import OffsetMap, Segment, offset_map_topic
 from mirrorflow.core.progress import Progress, progress_topic
-from mirrorflow.kafka.compacted_log import MissingTopicError, read_to_end
+from mirrorflow.kafka.compacted_log import MissingTopicError
 from mirrorflow.kafka.offsets import list_offsets
 from mirrorflow.replication.flow_clients import Admin
 from mirrorflow.replication.flow_rules import internal_separator
 from mirrorflow.replication.state_records import (
     RawRecord,
-    SegmentStore,
+    SlottedState,
     TopicPartition,
-    apply_segment_records,
     latest_progress,
     segments_of,
+    slot_records,
 )
 
 log = logging.getLogger(__name__)
@@ -198,11 +198,17 @@ def assemble_offset_maps(
     but whose map holds none below its progress (the map records were deleted) is left out: without its map
     every offset would translate to the replicated end, past every copied record.
     """
-    segments: SegmentStore = {}
-    apply_segment_records(segments, segment_records, topics=topics)
-    progress = latest_progress(progress_records, topics=topics)
+    state = SlottedState()
+    state.apply_progress(((0, key, value) for key, value in progress_records), topics=topics)
+    state.apply_segments(((0, key, value) for key, value in segment_records), topics=topics)
+    return maps_of(state)
+
+
+def maps_of(state: SlottedState) -> dict[TopicPartition, OffsetMap]:
+    """The maps of a slotted fold (`SlottedState`): each partition's map cut at its progress."""
+    segments = state.segments()
     maps: dict[TopicPartition, OffsetMap] = {}
-    for tp, p in sorted(progress.items()):
+    for tp, p in sorted(state.progress().items()):
         restored = restore_at_progress(tp, segments_of(segments, tp), p)
         if restored is not None:
             maps[tp] = restored
@@ -285,24 +291,21 @@ def read_offset_maps(
     if topics is not None and not topics:
         return FlowOffsetMaps({})
 
-    def records(topic: str, *, require: bool = False) -> Iterator[RawRecord]:
-        for _p, _o, key, value, _ts in read_to_end(
-            cluster, conf, topic, partitions=[0], timeout_s=timeout_s, require=require
-        ):
-            yield key, value
-
     # One cut (docs/offsets.md): the progress first, to its true end, and only then the map to its own. Every
     # transaction whose progress record was read had committed by then, and it wrote its map segments before
     # committing, so they lie below the map's end: no committed batch is missing from the map. Transactions that
     # commit in between add map segments beyond their (unread) progress, which `OffsetMap.restore` rewinds.
+    # Every slot of both topics is read (`core.state_slots`).
     state_topic, map_topic = progress_topic(source_alias, separator), offset_map_topic(source_alias, separator)
-    progress_records = list(records(state_topic))
-    progress = latest_progress(progress_records, topics=topics)
+    state = SlottedState()
+    state.apply_progress(slot_records(cluster, conf, state_topic, timeout_s=timeout_s), topics=topics)
+    progress = state.progress()
     copied = any(p.records_copied > 0 for p in progress.values())
     try:
-        maps = assemble_offset_maps(records(map_topic, require=copied), progress_records, topics=topics)
+        state.apply_segments(slot_records(cluster, conf, map_topic, timeout_s=timeout_s, require=copied), topics=topics)
     except MissingTopicError as err:
         raise map_topic_missing(cluster, map_topic, state_topic) from err
+    maps = maps_of(state)
     return FlowOffsetMaps(maps, progress=progress)
 
 

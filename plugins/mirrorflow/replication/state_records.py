@@ -15,7 +15,8 @@ tailing ones (`OffsetMapTail`), so that they can never disagree on what the stor
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
+from itertools import groupby
 from typing import NamedTuple
 
 from mirrorflow.core.errors import MirrorflowError
@@ -26,6 +27,8 @@ from mirrorflow.kafka.compacted_log import OPEN_TRANSACTION_WAIT_S, read_to_end
 TopicPartition = tuple[str, int]
 RawRecord = tuple[bytes | None, bytes | None]
 """(key, value) of a stored record, in log order."""
+SlotRecord = tuple[int, bytes | None, bytes | None]
+"""(slot, key, value) of a stored record: the state topic's partition it was read from (`core.state_slots`)."""
 
 
 SegmentStore = dict[TopicPartition, StoredRuns]
@@ -123,13 +126,81 @@ def read_progress(
     wait_s: float = OPEN_TRANSACTION_WAIT_S,
     topics: Collection[str] | None = None,
 ) -> dict[TopicPartition, Progress]:
-    """The live progress in progress topic `topic` (partition 0) on `cluster`, read to its true end.
+    """The live progress in progress topic `topic` (every slot) on `cluster`, read to its true end.
     Best-effort readers (metrics, health) pass a short `wait_s`: an open transaction then fails them quickly
     with `StalledReadError` instead of holding them for `OPEN_TRANSACTION_WAIT_S`."""
-    records = (
-        (key, value)
-        for _p, _o, key, value, _ts in read_to_end(
-            cluster, conf, topic, partitions=[0], timeout_s=timeout_s, wait_s=wait_s
-        )
-    )
-    return latest_progress(records, topics=topics)
+    state = SlottedState()
+    state.apply_progress(slot_records(cluster, conf, topic, timeout_s=timeout_s, wait_s=wait_s), topics=topics)
+    return state.progress()
+
+
+def slot_records(
+    cluster: str,
+    conf: Mapping[str, str],
+    topic: str,
+    *,
+    timeout_s: float,
+    wait_s: float = OPEN_TRANSACTION_WAIT_S,
+    require: bool = False,
+) -> Iterator[SlotRecord]:
+    """Every record of every slot of state topic `topic`, to its true end (`read_to_end`)."""
+    for p, _o, key, value, _ts in read_to_end(
+        cluster, conf, topic, timeout_s=timeout_s, wait_s=wait_s, require=require
+    ):
+        yield p, key, value
+
+
+class SlottedState:
+    """The progress and offset-map records of a flow folded per slot, and merged by the slot rule
+    (`core.state_slots`): a partition's state is the one in the highest slot that holds any. Progress and map
+    are merged each on its own; a reader's cut (the progress, read first) then clamps the map, so a partition
+    whose state moved to its head between the two reads is still read consistently: its map moved whole, and
+    the head's copy cut at the older progress is the old one."""
+
+    def __init__(self) -> None:
+        self._progress: dict[int, dict[TopicPartition, Progress]] = {}
+        self._segments: dict[int, SegmentStore] = {}
+
+    def clear(self) -> None:
+        self._progress.clear()
+        self._segments.clear()
+
+    def apply_progress(
+        self, records: Iterable[SlotRecord], *, topics: Collection[str] | None = None
+    ) -> set[TopicPartition]:
+        """Apply progress records (each slot in log order); the partitions they touched."""
+        touched: set[TopicPartition] = set()
+        for slot, run in groupby(records, key=lambda r: r[0]):
+            found = self._progress.setdefault(slot, {})
+            touched |= apply_progress_records(found, ((k, v) for _s, k, v in run), topics=topics)
+        return touched
+
+    def apply_segments(
+        self, records: Iterable[SlotRecord], *, topics: Collection[str] | None = None
+    ) -> set[TopicPartition]:
+        """Apply offset-map records (each slot in log order); the partitions they touched."""
+        touched: set[TopicPartition] = set()
+        for slot, run in groupby(records, key=lambda r: r[0]):
+            found = self._segments.setdefault(slot, {})
+            touched |= apply_segment_records(found, ((k, v) for _s, k, v in run), topics=topics)
+        return touched
+
+    def progress(self) -> dict[TopicPartition, Progress]:
+        """The live progress per source partition, from the highest slot holding one."""
+        merged: dict[TopicPartition, Progress] = {}
+        for slot in sorted(self._progress):
+            merged.update(self._progress[slot])
+        return merged
+
+    def segments(self) -> SegmentStore:
+        """The fold of each source partition's map, from the highest slot holding any live key of it."""
+        merged: SegmentStore = {}
+        for slot in sorted(self._segments):
+            merged.update((tp, runs) for tp, runs in self._segments[slot].items() if runs.live_keys())
+        return merged
+
+    def slots_of(self, tp: TopicPartition) -> tuple[list[int], dict[int, list[int]]]:
+        """(the slots holding a progress of `tp`, {slot: the live map keys of `tp` there}): where it lives."""
+        progress = [slot for slot, found in self._progress.items() if tp in found]
+        keys = {slot: live for slot, store in self._segments.items() if tp in store and (live := store[tp].live_keys())}
+        return sorted(progress), keys

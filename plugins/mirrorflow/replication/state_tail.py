@@ -4,7 +4,8 @@
 that every round (the whole history of every partition of the flow). `OffsetMapTail` keeps a consumer open and,
 each round, reads only what the two topics gained since the last one, following the same rules as every other
 reader (docs/copy.md, "Reading the replication state"): the progress to its true end first, then the map to its
-own, with the progress as the cut. Only the partitions whose records changed are rebuilt.
+own, with the progress as the cut. Every slot of both topics is tailed (`core.state_slots`), and a partition's
+state is the one in the highest slot holding any. Only the partitions whose records changed are rebuilt.
 """
 
 from __future__ import annotations
@@ -18,13 +19,7 @@ from mirrorflow.core.progress import Progress, progress_topic
 from mirrorflow.kafka.compacted_log import CompactedTail
 from mirrorflow.replication.flow_rules import internal_separator
 from mirrorflow.replication.offset_translation import FlowOffsetMaps, map_topic_missing, restore_at_progress
-from mirrorflow.replication.state_records import (
-    SegmentStore,
-    TopicPartition,
-    apply_progress_records,
-    apply_segment_records,
-    segments_of,
-)
+from mirrorflow.replication.state_records import SlottedState, TopicPartition, segments_of
 
 RELOADS = 3
 """Reads from the start in one `load` before giving up on state topics that keep being re-created."""
@@ -43,8 +38,7 @@ class OffsetMapTail:
         self._cluster = cluster
         self._progress_topic = progress_topic(source_alias, separator)
         self._map_topic = offset_map_topic(source_alias, separator)
-        self._progress: dict[TopicPartition, Progress] = {}
-        self._segments: SegmentStore = {}
+        self._state = SlottedState()
         self._built: dict[TopicPartition, OffsetMap | None] = {}
 
     @classmethod
@@ -64,25 +58,25 @@ class OffsetMapTail:
                 break
             for topic in (self._progress_topic, self._map_topic):
                 self._tail.forget(topic)
-            self._progress.clear()
-            self._segments.clear()
+            self._state.clear()
             self._built.clear()
         else:
             raise MirrorflowError(
                 f"the state topics '{self._progress_topic}' and '{self._map_topic}' on cluster '{self._cluster}' "
                 f"were re-created {RELOADS} times while being read: pause whatever deletes them and run this again"
             )
-        copied = any(p.records_copied > 0 for p in self._progress.values())
+        all_progress, segments = self._state.progress(), self._state.segments()
+        copied = any(p.records_copied > 0 for p in all_progress.values())
         if copied and not self._tail.has_read(self._map_topic, 0):
             raise map_topic_missing(self._cluster, self._map_topic, self._progress_topic)
         wanted = None if topics is None else set(topics)
         maps: dict[TopicPartition, OffsetMap] = {}
         progress: dict[TopicPartition, Progress] = {}
-        for tp, stored in self._progress.items():
+        for tp, stored in all_progress.items():
             if wanted is not None and tp[0] not in wanted:
                 continue
             if tp not in self._built:
-                self._built[tp] = restore_at_progress(tp, segments_of(self._segments, tp), stored)
+                self._built[tp] = restore_at_progress(tp, segments_of(segments, tp), stored)
             built = self._built[tp]
             progress[tp] = stored
             if built is not None:
@@ -91,10 +85,10 @@ class OffsetMapTail:
 
     def _read_new(self) -> bool:
         """Apply what the two topics gained (the progress first: the cut); whether either was re-created."""
-        progress_restarted, progress_records = self._tail.read_new(self._progress_topic, 0)
-        changed = apply_progress_records(self._progress, progress_records)
-        map_restarted, map_records = self._tail.read_new(self._map_topic, 0)
-        for tp in apply_segment_records(self._segments, map_records) | changed:
+        progress_restarted, progress_records = self._tail.read_new_all(self._progress_topic)
+        changed = self._state.apply_progress(progress_records)
+        map_restarted, map_records = self._tail.read_new_all(self._map_topic)
+        for tp in self._state.apply_segments(map_records) | changed:
             self._built.pop(tp, None)
         return progress_restarted or map_restarted
 

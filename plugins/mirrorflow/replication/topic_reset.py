@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 
@@ -34,9 +34,9 @@ from mirrorflow.config.model import Flow
 from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.core.offset_map import decode_segment_key, offset_map_topic
 from mirrorflow.core.progress import Progress, decode_progress, decode_progress_key, encode_progress, progress_topic
+from mirrorflow.core.state_slots import check_count, head_slot
 from mirrorflow.kafka.clients import admin_client
 from mirrorflow.kafka.compacted_log import read_to_end
-from mirrorflow.kafka.metrics_store import read_snapshots
 from mirrorflow.kafka.offsets import list_offsets
 from mirrorflow.kafka.operation_error import KafkaOperationError
 from mirrorflow.kafka.topics import delete_topic, list_topic_partitions
@@ -65,7 +65,8 @@ class TopicState:
     progress: dict[int, list[StateKey]] = field(default_factory=dict)
     segments: dict[int, list[StateKey]] = field(default_factory=dict)
     recorded: dict[int, Progress] = field(default_factory=dict)
-    metrics: list[bytes] = field(default_factory=list)
+    metrics: list[tuple[int, bytes]] = field(default_factory=list)  # (partition of the metrics topic, key)
+    progress_slots: int = 1  # the progress topic's partitions: the fresh progress goes to the head slot
     unchanged: list[int] = field(default_factory=list)  # not re-created: kept (`reset_guards`)
 
     def partitions(self) -> set[int]:
@@ -193,7 +194,8 @@ def _reset_partition(
         key, value = encode_progress(
             Progress(topic, partition, upstream, downstream, 0, epoch, int(time.time() * 1000), *ids)
         )
-        writer.produce(progress_topic(flow.source, internal_separator(flow)), 0, key, value)
+        slot = head_slot(topic, partition, state.progress_slots)
+        writer.produce(progress_topic(flow.source, internal_separator(flow)), slot, key, value)
     writer.commit()
 
 
@@ -203,28 +205,41 @@ def read_state(flow: Flow, topic: str, remote: str, timeout_s: float) -> TopicSt
     conf = flow.target_consumer.librdkafka()
     state = TopicState(topic)
     name = progress_topic(flow.source, sep)
-    for p, key, value in _live(flow, conf, name, timeout_s):
+    counts: list[int] = []
+    for p, key, value in _live(flow, conf, name, timeout_s, counts.append):
         found_topic, source_partition = decode_progress_key(key)
         if found_topic == topic:
             state.progress.setdefault(source_partition, []).append((name, p, key))
-            state.recorded[source_partition] = decode_progress(key, value)
+            state.recorded[source_partition] = decode_progress(key, value)  # the highest slot's last
+    state.progress_slots = check_count(counts[0], name) if counts and counts[0] else 1
     map_topic = offset_map_topic(flow.source, sep)
     for p, key, _value in _live(flow, conf, map_topic, timeout_s):
         found_topic, source_partition, _upstream = decode_segment_key(key)
         if found_topic == topic:
             state.segments.setdefault(source_partition, []).append((map_topic, p, key))
-    snapshots = read_snapshots(flow.target, conf, metrics_topic(flow.source, sep), timeout_s)
-    state.metrics = [key for key in snapshots if _is_snapshot_of(key, remote)]
+    live_metrics = _live(flow, conf, metrics_topic(flow.source, sep), timeout_s, read_committed=False)
+    state.metrics = [(p, key) for p, key, _value in live_metrics if _is_snapshot_of(key, remote)]
     return state
 
 
-def _live(flow: Flow, conf: Mapping[str, str], name: str, timeout_s: float) -> Iterator[tuple[int, bytes, bytes]]:
-    """(partition, key, value) of the records of a compacted topic that a tombstone has not removed."""
+def _live(
+    flow: Flow,
+    conf: Mapping[str, str],
+    name: str,
+    timeout_s: float,
+    on_count: Callable[[int], None] | None = None,
+    *,
+    read_committed: bool = True,
+) -> Iterator[tuple[int, bytes, bytes]]:
+    """(partition, key, value) of the records of a compacted topic that a tombstone has not removed, partition
+    by partition upwards (a state topic's slots: the highest one's record comes last)."""
     latest: dict[tuple[int, bytes], bytes | None] = {}
-    for p, _offset, key, value, _ts in read_to_end(flow.target, conf, name, timeout_s=timeout_s):
+    for p, _offset, key, value, _ts in read_to_end(
+        flow.target, conf, name, timeout_s=timeout_s, on_count=on_count, read_committed=read_committed
+    ):
         if key is not None:
             latest[(p, key)] = value
-    for (p, key), value in latest.items():
+    for (p, key), value in sorted(latest.items(), key=lambda item: item[0][0]):
         if value is not None:
             yield p, key, value
 
@@ -305,13 +320,13 @@ def _fencing_writer(flow: Flow, topic: str, partition: int, timeout_s: float) ->
         writer.close()
 
 
-def _tombstone_metrics(flow: Flow, keys: list[bytes], timeout_s: float) -> None:
+def _tombstone_metrics(flow: Flow, keys: list[tuple[int, bytes]], timeout_s: float) -> None:
     """Metrics snapshots are written without transactions (best-effort), so are their tombstones."""
     writer = TargetWriter(flow.target, flow.target_producer.librdkafka(), transactional_id=None, timeout_s=timeout_s)
     try:
         name = metrics_topic(flow.source, internal_separator(flow))
-        for key in keys:
-            writer.produce(name, 0, key, None)
+        for partition, key in keys:
+            writer.produce(name, partition, key, None)
         writer.commit()
     finally:
         writer.close()
