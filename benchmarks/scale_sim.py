@@ -5,9 +5,9 @@ Drives the real code on synthetic metadata (docs/scaling.md reports the numbers)
   `--partitions` source partitions, and the size of the `CopyTask`s Spark ships (one Spark task each);
 * the XCom payloads the flow DAG's tasks push (`plan_summary`, `control_plane_summary`, `repeated_summary`, the
   copy operator's totals) and the job summary the copy job prints to the task log;
-* the start-up scan of every copy task: `load_progress`, `load_segments` and `read_snapshots` read the whole
-  (one-partition) progress, offset-map and metrics topics to pick out their own partition; fed the records those
-  topics hold at this scale instead of a broker;
+* the start-up reads of every copy task (`load_progress`, `load_segments`, `load_snapshot`), fed the records the
+  state topics hold at this scale instead of a broker, in both layouts side by side: the one-partition topics of
+  older versions (every task reads all of them) and today's slots (a task reads its own slot of each topic);
 * Airflow's DagBag over the real `dags/` for a `--flows`-flow mm2.properties: cold, warm, one DAG (a worker's
   parse) and one data centre's `MIRRORFLOW_CLUSTERS` subset;
 * optionally (`--spark`) a Spark local job of one task per partition carrying the real `CopyTask`s, doing no copy:
@@ -46,23 +46,23 @@ from mirrorflow.config.loader import load_config  # noqa: E402
 from mirrorflow.config.model import Flow  # noqa: E402
 from mirrorflow.core.offset_map import Segment, encode_segment  # noqa: E402
 from mirrorflow.core.progress import Progress, encode_progress, topic_id_text  # noqa: E402
-from mirrorflow.kafka import metrics_store  # noqa: E402
-from mirrorflow.replication import copy_setup  # noqa: E402
+from mirrorflow.core.state_slots import head_slot, sized_state_partitions  # noqa: E402
+from mirrorflow.replication import copy_setup, copy_slots  # noqa: E402
 from mirrorflow.replication.checkpoints import CheckpointReport, EmittedCheckpoint  # noqa: E402
 from mirrorflow.replication.copy_plan import copyable, plan_copy, summarise, totals_line  # noqa: E402
 from mirrorflow.replication.copy_task import CopyResult, CopyTask  # noqa: E402
 from mirrorflow.replication.discovery import FlowPlan, plan_topics  # noqa: E402
 from mirrorflow.replication.flow_cycle import ControlPlaneReport  # noqa: E402
 from mirrorflow.replication.flow_rules import FlowRules  # noqa: E402
-from mirrorflow.replication.metrics import PartitionMetrics  # noqa: E402
+from mirrorflow.replication.metrics import PartitionMetrics, snapshot_key  # noqa: E402
 from mirrorflow.replication.topic_sync import CreatedTopic, TopicSyncReport  # noqa: E402
 
 Record = tuple[int, int, bytes | None, bytes | None, int]
 
 # The module attributes `startup_scan` replaces with its synthetic topics: where the functions it times
-# (`copy_setup.load_progress`/`load_segments`, `metrics_store.read_snapshots`) look up `read_to_end`. Checked by
+# (`copy_slots.load_progress`/`load_segments`/`load_snapshot`) look up `read_to_end`. Checked by
 # tests/benchmarks/test_scale_sim.py, so a move of those reads breaks a test, not `make scale-sim`.
-PATCHED: tuple[tuple[Any, str], ...] = ((copy_setup, "read_to_end"), (metrics_store, "read_to_end"))
+PATCHED: tuple[tuple[Any, str], ...] = ((copy_slots, "read_to_end"),)
 
 
 def synthetic_ids(plan: FlowPlan) -> dict[str, tuple[str, str]]:
@@ -132,7 +132,9 @@ def planning(flow: Flow, partitions: int, per_topic: int) -> tuple[dict[str, Any
     ends = {(t.topic, p): 1_000_000 for t in plan.replicated() for p in range(t.partitions)}
     ids = synthetic_ids(plan)
     plan_s, tasks = timed(
-        lambda: plan_copy(flow, copyable(plan), interval=True, end_offsets=ends, identities=ids, size_limits={})
+        lambda: plan_copy(
+            flow, copyable(plan), interval=True, end_offsets=ends, identities=ids, size_limits={}, state_partitions=1
+        )
     )
     from pyspark import cloudpickle
 
@@ -184,53 +186,91 @@ def xcom_sizes(flow: Flow, plan: FlowPlan, tasks: list[CopyTask], first_plan: Fl
 
 
 def startup_scan(tasks: list[CopyTask], dirty_versions: int) -> dict[str, Any]:
-    """Per-task cost of reading the internal topics to find one partition's state, at this many partitions."""
-    progress: list[Record] = []
-    segments: list[Record] = []
-    snapshots: list[Record] = []
+    """Per-task cost of reading a task's state at its start, at this many partitions: the one-partition state
+    topics of older versions (every task reads all of them) beside today's slots (a task reads its own slot of
+    each topic, `core.state_slots`), in the same run on the same synthetic records."""
+    slots = sized_state_partitions(len(tasks))  # as they would be with slots on (`SLOTS_ON`)
+    before, after = _scan(tasks, dirty_versions, 1), _scan(tasks, dirty_versions, slots)
+    found: dict[str, Any] = {
+        f"progress records per task scan (uncompacted x{dirty_versions})": len(tasks) * dirty_versions,
+        "state topic partitions (slots): one-partition topics -> slots": f"1 -> {slots}",
+    }
+    for label, key in (
+        ("per task: decode progress + map + metrics, CPU ms", "cpu_ms"),
+        ("per task: bytes fetched from the target, MB", "mb"),
+        ("per copy run (all tasks): CPU s", "run_cpu_s"),
+        ("per copy run (all tasks): GB fetched from the target", "run_gb"),
+    ):
+        found[f"{label} (one partition -> slots)"] = f"{before[key]} -> {after[key]}"
+    found["per task: bytes fetched from the target, MB (slots)"] = after["mb"]
+    return found
+
+
+def _scan(tasks: list[CopyTask], dirty_versions: int, slots: int) -> dict[str, float]:
+    """Time one task's state reads on synthetic state topics of `slots` partitions, each record at its head slot;
+    counts the bytes of the partitions the reads ask for (wire overhead: a record batch header per partition)."""
+    topics: dict[str, dict[int, list[Record]]] = {}
+
+    def put(topic: str, t: CopyTask, key: bytes, value: bytes) -> None:
+        partition = topics.setdefault(topic, {}).setdefault(head_slot(t.topic, t.partition, slots), [])
+        partition.append((head_slot(t.topic, t.partition, slots), len(partition), key, value, 0))
+
     for t in tasks:
         for v in range(dirty_versions):  # an uncompacted log holds every commit since the last cleaning
             at = 1000 + v
             ids = (t.source_topic_id, t.remote_topic_id)
-            key, value = encode_progress(Progress(t.topic, t.partition, at, at, at, 1, 1_700_000, *ids))
-            progress.append((0, len(progress), key, value, 0))
-        key, value = encode_segment(t.topic, t.partition, Segment(0, 0, 1000))
-        segments.append((0, len(segments), key, value, 0))
+            put(t.progress_topic, t, *encode_progress(Progress(t.topic, t.partition, at, at, at, 1, 1_700_000, *ids)))
+        put(t.offset_map_topic, t, *encode_segment(t.topic, t.partition, Segment(0, 0, 1000)))
         pm = PartitionMetrics(
             source=t.source, target=t.target, source_topic=t.topic, remote_topic=t.remote_topic, partition=t.partition
         )
         snap = pm.snapshot(now_ms=1)
-        snapshots.append((0, len(snapshots), snap.key(), snap.encode(), 0))
-    topics = {
-        tasks[0].progress_topic: progress,
-        tasks[0].offset_map_topic: segments,
-        str(tasks[0].metrics_topic): snapshots,
-    }
+        put(str(t.metrics_topic), t, snap.key(), snap.encode())
+    fetched = [0]
 
     def fake_read_to_end(cluster: str, conf: Any, topic: str, **kwargs: Any) -> Iterator[Record]:
-        return iter(topics[topic])
+        if kwargs.get("on_count") is not None:
+            kwargs["on_count"](slots)
+        chosen = kwargs.get("partitions")
+        wanted = chosen(slots) if callable(chosen) else (chosen if chosen is not None else range(slots))
+        records = [r for p in wanted for r in topics.get(topic, {}).get(p, [])]
+        fetched[0] += sum(len(k or b"") + len(v or b"") + RECORD_OVERHEAD for _, _, k, v, _ in records)
+        fetched[0] += BATCH_OVERHEAD * len(list(wanted))
+        return iter(records)
 
     originals = [getattr(module, name) for module, name in PATCHED]
     for module, name in PATCHED:
         setattr(module, name, fake_read_to_end)
     try:
         task = tasks[len(tasks) // 2]
-        progress_s, found = timed(lambda: copy_setup.load_progress(task), 3)
-        segments_s, stored = timed(lambda: copy_setup.load_segments(task), 3)
-        snapshots_s, _ = timed(lambda: metrics_store.read_snapshots(task.target, {}, str(task.metrics_topic), 1.0), 3)
+        key = snapshot_key(task.remote_topic, task.partition)
+        per_task, (found, stored, snapshot) = timed(
+            lambda: (
+                copy_setup.load_progress(task)[0],
+                copy_setup.load_segments(task)[0],
+                copy_slots.load_snapshot(task, str(task.metrics_topic), key)[0],
+            ),
+            3,
+        )
+        fetched[0] = 0
+        copy_setup.load_progress(task), copy_setup.load_segments(task)
+        copy_slots.load_snapshot(task, str(task.metrics_topic), key)
     finally:
         for (module, name), original in zip(PATCHED, originals, strict=True):
             setattr(module, name, original)
-    assert found is not None and stored.runs, "the synthetic records must hold the task's own state"
-    per_task = progress_s + segments_s + snapshots_s
-    scanned = sum(len(k or b"") + len(v or b"") for records in topics.values() for _, _, k, v, _ in records)
+    assert found is not None and stored.runs and snapshot, "the synthetic records must hold the task's own state"
     return {
-        f"progress records per task scan (uncompacted x{dirty_versions})": len(progress),
-        "per task: decode progress + map + metrics, CPU ms": round(per_task * 1000, 1),
-        "per task: bytes fetched from the target, MB": round(scanned / 1e6, 2),
-        "per copy run (all tasks): CPU s": round(per_task * len(tasks), 1),
-        "per copy run (all tasks): GB fetched from the target": round(scanned * len(tasks) / 1e9, 2),
+        "cpu_ms": round(per_task * 1000, 1),
+        "mb": round(fetched[0] / 1e6, 4),
+        "run_cpu_s": round(per_task * len(tasks), 1),
+        "run_gb": round(fetched[0] * len(tasks) / 1e9, 3),
     }
+
+
+RECORD_OVERHEAD = 20
+"""Bytes a record costs on the wire beyond its key and value (record header fields, varints)."""
+BATCH_OVERHEAD = 61
+"""A record batch header: at least one per partition a read fetches (an uncleaned tail holds many more)."""
 
 
 def dag_parsing(flows: int, clusters: int) -> dict[str, Any]:

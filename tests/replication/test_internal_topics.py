@@ -3,6 +3,9 @@ own)."""
 
 from __future__ import annotations
 
+import pytest
+
+import mirrorflow.core.state_slots as state_slots
 from mirrorflow.config.model import Flow
 from mirrorflow.replication.internal_topics import InternalTopic, flow_internal_topics
 
@@ -30,9 +33,16 @@ def test_default_layout() -> None:
     )
 
 
-def test_state_topics_have_a_power_of_two_slots_sized_from_the_flow() -> None:
-    sizes = {n: [t.partitions for t in flow_internal_topics(flow(), source_partitions=n)] for n in (0, 40, 2000)}
-    assert sizes == {0: [1, 1, 1, 4, 4, 4], 40: [1, 1, 1, 8, 8, 8], 2000: [1, 1, 1, 256, 256, 256]}
+def test_state_topics_are_sized_in_slots_and_keep_one_partition_when_slots_are_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def sizes() -> dict[int, list[int]]:
+        return {n: [t.partitions for t in flow_internal_topics(flow(), source_partitions=n)] for n in (0, 40, 2000)}
+
+    monkeypatch.setattr(state_slots, "SLOTS_ON", False)
+    assert sizes() == {0: [1] * 6, 40: [1] * 6, 2000: [1] * 6}
+    monkeypatch.setattr(state_slots, "SLOTS_ON", True)
+    assert sizes() == {0: [1, 1, 1, 4, 4, 4], 40: [1, 1, 1, 8, 8, 8], 2000: [1, 1, 1, 256, 256, 256]}
 
 
 def test_offset_syncs_on_the_target_are_named_after_the_source() -> None:

@@ -8,9 +8,10 @@ produced only once every map record is confirmed delivered (delivery reports che
 failure before that leaves the progress where it was, and the next run copies the batch again.
 
 Both go to the partition's head slot of their topics (`copy_slots`). A commit that moves the partition's state
-there from a lower slot writes the map runs found there first, then tombstones the keys left below: in the
-transaction (exactly-once), or once the head's progress is confirmed (at-least-once; a refused tombstone only
-leaves a copy that the head's records outrank, and is logged).
+there from lower slots writes the map runs live only below first; the keys below are tombstoned only once their
+copies at the head are durable (`copy_slots.Placement`): in a later transaction (exactly-once), or after the
+head's records are confirmed (at-least-once; a refused tombstone only leaves a copy that the head outranks, and
+is logged). Deletes go to every slot the key lives in.
 """
 
 from __future__ import annotations
@@ -53,45 +54,55 @@ def commit_batch(
         if err is not None:
             refused.append(f"{msg.topic()}-{msg.partition()}: {err.str()}")
 
-    head = slots.offset_map.head
-    for segment in [*slots.offset_map.runs, *changes.upserts]:
+    head, below = slots.offset_map.head, slots.offset_map.key_slots
+    for segment in [*slots.offset_map.copy_up, *changes.upserts]:
         key, value = encode_segment(task.topic, task.partition, segment)
         writer.produce(task.offset_map_topic, head, key, value, on_delivery=on_delivery)
     for upstream_start in changes.deletes:
         key = encode_segment_key(task.topic, task.partition, upstream_start)
-        writer.produce(task.offset_map_topic, head, key, None, on_delivery=on_delivery)
-    if not writer.transactional and (changes.upserts or changes.deletes or slots.offset_map.runs):
+        for slot in [head, *below.pop(upstream_start, [])]:
+            writer.produce(task.offset_map_topic, slot, key, None, on_delivery=on_delivery)
+    if not writer.transactional and (changes.upserts or changes.deletes or slots.offset_map.copy_up):
         writer.flush()
         _check(task, refused, "its offset map", task.offset_map_topic)
     key, value = encode_progress(progress)
     writer.produce(task.progress_topic, slots.progress.head, key, value, on_delivery=on_delivery)
     if writer.transactional:
-        _tombstone_below(writer, task, slots, on_delivery)
+        _tombstone_below(writer, task, slots, on_delivery, ready_only=True)
     writer.commit()
     _check(task, refused, "its offset map or progress", task.progress_topic)
     offset_map.mark_flushed(changes)
     if slots.moving and not writer.transactional:
-        _tombstone_below(writer, task, slots, on_delivery)
-        writer.flush()
+        _tombstone_below(writer, task, slots, on_delivery, ready_only=False)
+        try:
+            writer.flush()
+        except MirrorflowError as err:
+            refused.append(str(err))
         if refused:
             log.warning(
-                "flow %s: %s-%s: its state now lives in its head slots, but tombstoning the old copy below failed "
-                "(%s); the head's records outrank it for every reader",
+                "flow %s: %s-%s: its state now lives in its head slots, but tombstoning the copy below failed "
+                "(%s); the head outranks it for every reader, and the next start tombstones it again",
                 task.flow,
                 task.topic,
                 task.partition,
                 refused[0],
             )
-    slots.progress.moved()
-    slots.offset_map.moved()
+        slots.progress.committed()
+        slots.offset_map.committed()
+    slots.progress.committed()
+    slots.offset_map.committed()
 
 
-def _tombstone_below(writer: TargetWriter, task: CopyTask, slots: StateSlots, on_delivery: Any) -> None:
-    """Tombstone the partition's keys left in slots below its heads (the move's second half)."""
+def _tombstone_below(
+    writer: TargetWriter, task: CopyTask, slots: StateSlots, on_delivery: Any, *, ready_only: bool
+) -> None:
+    """Tombstone the partition's keys below its heads whose copies there are durable (`ready`); at-least-once,
+    after the commit's records are confirmed, also those this commit copied up (`after`)."""
     for topic, placement in ((task.offset_map_topic, slots.offset_map), (task.progress_topic, slots.progress)):
-        for slot, keys in placement.old.items():
-            for key in keys:
-                writer.produce(topic, slot, key, None, on_delivery=on_delivery)
+        for tombstones in (placement.ready,) if ready_only else (placement.ready, placement.after):
+            for slot, keys in tombstones.items():
+                for key in keys:
+                    writer.produce(topic, slot, key, None, on_delivery=on_delivery)
 
 
 def _check(task: CopyTask, refused: list[str], what: str, topic: str) -> None:

@@ -61,31 +61,26 @@ def plan_copy(
     end_offsets: Mapping[tuple[str, int], int] | None = None,
     identities: Mapping[str, tuple[str, str]] | None = None,
     size_limits: Mapping[str, int] | None = None,
+    state_partitions: int | None = None,
 ) -> list[CopyTask]:
     """The copy tasks of one run; `interval` copies up to the source end seen now, else runs `run_seconds`.
-    `identities` ({source: (its ID, remote ID)}) and `size_limits` ({remote: max.message.bytes}): looked up if None."""
+    `identities` ({source: (its ID, remote ID)}), `size_limits` ({remote: max.message.bytes}) and
+    `state_partitions` (the fewest partitions of the state topics): looked up if None."""
     exactly_once = flow.delivery == "exactly-once"
     if identities is None:
         identities = planned_identities(flow, topics)
     source_consumer = flow.source_consumer.librdkafka()
     read_committed = reads_committed(exactly_once, source_consumer)
     if interval and end_offsets is None:
-        admin = admin_client(flow.source_admin.librdkafka())
-        wanted = [(t.topic, p) for t in topics for p in range(t.partitions)]
-        end_offsets = list_offsets(
-            admin,
-            flow.source,
-            wanted,
-            latest=True,
-            read_committed=read_committed,
-            timeout_s=flow.admin_timeout_ms / 1000,
-        )
+        end_offsets = source_ends(flow, topics, read_committed)
     # One describe per run, so each writer can take records as large as its remote topic accepts.
     if size_limits is None:
         size_limits = max_message_bytes(
             admin_client(flow.target_admin.librdkafka()), [t.remote_topic for t in topics], flow.admin_timeout_ms / 1000
         )
     sep = internal_separator(flow)
+    if state_partitions is None:
+        state_partitions = planned_state_partitions(flow, sep)
     policy = flow.policy()
     syncs_on_target = flow.offset_syncs_topic_location == "target"
     syncs_topic = None
@@ -129,9 +124,32 @@ def plan_copy(
                     transforms=None if flow.transforms.empty else flow.transforms,
                     source_topic_id=identities.get(t.topic, ("", ""))[0],
                     remote_topic_id=identities.get(t.topic, ("", ""))[1],
+                    state_partitions=state_partitions,
                 )
             )
     return tasks
+
+
+def source_ends(flow: Flow, topics: list[SourcePartitions], read_committed: bool) -> dict[tuple[str, int], int]:
+    """Where an interval run ends: each source partition's end as the copy's reader can reach it."""
+    admin = admin_client(flow.source_admin.librdkafka())
+    wanted = [(t.topic, p) for t in topics for p in range(t.partitions)]
+    timeout_s = flow.admin_timeout_ms / 1000
+    return list_offsets(admin, flow.source, wanted, latest=True, read_committed=read_committed, timeout_s=timeout_s)
+
+
+def planned_state_partitions(flow: Flow, sep: str) -> int:
+    """The fewest partitions among the flow's state topics that exist (1 if none does): one metadata request
+    each. A copy never reads its slots at a smaller count (`copy_slots`)."""
+    names = (progress_topic(flow.source, sep), offset_map_topic(flow.source, sep), metrics_topic(flow.source, sep))
+    admin = admin_client(flow.target_admin.librdkafka())
+    timeout_s = flow.admin_timeout_ms / 1000
+    counts = []
+    for name in names:
+        found = admin.list_topics(name, timeout=timeout_s).topics.get(name)
+        if found is not None and found.error is None and found.partitions:
+            counts.append(len(found.partitions))
+    return min(counts, default=1)
 
 
 def planned_identities(flow: Flow, topics: list[SourcePartitions]) -> dict[str, tuple[str, str]]:

@@ -41,6 +41,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import replace
 from typing import Any, TypeVar
 
+from mirrorflow.core.offset_map import OffsetMap
 from mirrorflow.core.progress import Progress
 from mirrorflow.kafka.offsets import partition_bounds
 from mirrorflow.kafka.partition_reader import PartitionReader
@@ -160,6 +161,12 @@ def _copy_range(
     )
 
 
+def _owes_commit(offset_map: OffsetMap, held_syncs: list[tuple[int, int]], upgrade: bool, slots: StateSlots) -> bool:
+    """Whether the range commits once even with nothing to copy: pruned runs to tombstone (with their held
+    offset syncs), topic IDs to record in the progress, or state to move up its slots (`copy_slots`)."""
+    return bool(held_syncs) or bool(offset_map.unflushed().deletes) or upgrade or slots.moving
+
+
 def _after(first: Future[Any], fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """`fn(*args, **kwargs)` once `first` is done (its failure is reported where `first` is awaited)."""
     wait([first])
@@ -195,9 +202,7 @@ def _copy(
             syncs = OffsetSyncWriter(task)
             healed = syncs.heal(offset_map, synced, lag)  # before this run's syncs, and before pruning
         held_syncs = prune(offset_map, log_start, lag) or []
-        pending = bool(held_syncs) or bool(offset_map.unflushed().deletes)
-        pending = pending or identity_upgrade_pending(progress, identity)  # commit once: record the IDs
-        pending = pending or slots.moving  # commit once: move the state to the head slots (`copy_slots`)
+        pending = _owes_commit(offset_map, held_syncs, identity_upgrade_pending(progress, identity), slots)
         # A first start "at latest" commits its start at once, even with nothing to copy: the next run resumes
         # there, and records written meanwhile are copied (each run would otherwise start at its own latest).
         # It commits that start before it reads anything, so an attempt that fails before its first commit of
@@ -219,18 +224,8 @@ def _copy(
             read_committed=task.read_committed,
             tuning=buffer_settings(task).reader,
         )
-        loop = CopyLoop(
-            task,
-            writer,
-            reader,
-            offset_map,
-            result,
-            progress=progress,
-            identity=identity,
-            syncs=syncs,
-            metrics=metrics,
-            slots=slots,
-        )
+        parts = (task, writer, reader, offset_map, result)
+        loop = CopyLoop(*parts, progress=progress, identity=identity, syncs=syncs, metrics=metrics, slots=slots)
         # A continuous exactly-once copy commits its progress (with its epoch) before it reads: the claim that tells
         # the run it fenced that a successor took over (`CopyLoop.run`).
         claim = task.exactly_once and task.end is None

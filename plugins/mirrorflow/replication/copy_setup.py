@@ -189,5 +189,5 @@ def start_metrics(task: CopyTask, records_before: int, stored: StoredBytes | Non
         byte_count=stored.byte_count,
     )
     slots = stored.placement
-    publisher = MetricsPublisher(task.target, task.target_producer, task.metrics_topic, slots.head, slots.old)
+    publisher = MetricsPublisher(task.target, task.target_producer, task.metrics_topic, slots.head, slots.after)
     return CopyMetrics(recorder, publisher)

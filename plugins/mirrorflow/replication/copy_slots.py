@@ -1,91 +1,115 @@
 """What one copy range reads of its state, and where it writes it: its slots (`core.state_slots`).
 
-A range reads only the head slot of its partition in each state topic, a single partition of it: O(the
-partitions sharing that slot), not O(the flow). Only when the head holds nothing of the partition does it read
-the rest of the partition's chain: after the topic grew (or on the first start after the upgrade from the
-one-partition topics, whose only slot is 0), the state is still where a smaller topic put it. It is then moved:
-the first commit writes the map runs and the progress to the head and tombstones the partition's keys where they
-were, in the same transaction (exactly-once), or once the head's records are confirmed (at-least-once:
-`copy_commit`). A crash in between leaves both copies, and the head's wins for every reader.
+A range reads its partition's chain of each state topic: its head slot and the few below it where a smaller
+topic put the state (the one-partition topics of older versions are slot 0 of every chain). That is O(the
+partitions sharing those slots), not O(the flow). What it finds below its head it moves up in two steps, so
+that no reader ever sees a run missing (`state_records.SlottedState` has the reading rules):
+1. the first commit writes, at the head, every map run live only below it, and the progress;
+2. the keys below whose copy at the head is durable are tombstoned: at the next commit in exactly-once mode (a
+   later transaction than the copies), once the head's records are confirmed in at-least-once mode. Keys found
+   at the head already (a move a crash cut short) are tombstoned below at the first commit.
+Every start reads the whole chain, so what a crash leaves below is found and finished by the next start.
+Deletes (pruned runs, rewound runs, stale keys) go to every slot the key is live in, at once: a reader that
+sees one sees a map without that run, which is what the map says anyway.
 
-Each read takes the topic's partition count from the same metadata answer as the read itself, after the fence:
-a copy never trusts the count planned on the driver, so a topic grown since planning is read and written at its
-real head, and a copy planned before the growth can only write below the head, where the slot rule ignores it.
+The partition count comes from the same metadata answer as the read, after the fence, and never below the
+count planned on the driver (a broker still answering with the count before a growth would hide the head).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.core.offset_map import Segment, encode_segment_key
 from mirrorflow.core.progress import Progress, encode_progress_key
 from mirrorflow.core.state_slots import check_count, head_slot, newest, slot_chain
 from mirrorflow.kafka.compacted_log import OPEN_TRANSACTION_WAIT_S, read_to_end
 from mirrorflow.replication.copy_task import CopyTask
-from mirrorflow.replication.state_records import SlotRecord, SlottedState, StoredSegments, stored_segments
+from mirrorflow.replication.state_records import SlotRecord, SlottedState, StoredSegments
+
+COUNT_WAIT_S = 10.0
+"""How long a copy waits for a broker's metadata to show the state topic's planned partition count."""
+
+Tombstones = dict[int, list[bytes]]
+"""{slot: keys} to tombstone there."""
 
 
 @dataclass
 class Placement:
-    """Where a range writes its state in one state topic, and what it must move there."""
+    """Where a range writes its state in one state topic, and what of the move (see the module) is left."""
 
     count: int
-    """The topic's partitions when read (1 when it did not exist: a producer then creates it with one)."""
+    """The topic's partitions (1 when it did not exist: a producer then creates it with one)."""
     head: int
     """The slot the range writes to."""
-    old: dict[int, list[bytes]] = field(default_factory=dict)
-    """Keys of the partition still live in slots below the head, by slot: tombstoned once the head holds it."""
-    runs: list[Segment] = field(default_factory=list)
-    """Map runs found below the head, to write to the head before the range's own changes (the move)."""
+    copy_up: list[Segment] = field(default_factory=list)
+    """Step 1: map runs live only below the head, written to the head at the next commit."""
+    ready: Tombstones = field(default_factory=dict)
+    """Step 2: keys below whose copy at the head is durable: tombstoned at the next commit."""
+    after: Tombstones = field(default_factory=dict)
+    """Keys below that the next commit copies up: tombstoned once that commit is durable."""
+    key_slots: dict[int, list[int]] = field(default_factory=dict)
+    """Map keys live below the head: {key: slots}; a delete of the key goes there too."""
 
     @property
     def moving(self) -> bool:
-        return bool(self.old or self.runs)
+        return bool(self.copy_up or self.ready or self.after)
 
-    def moved(self) -> None:
-        """The move is durable: nothing more to write for it."""
-        self.old, self.runs = {}, []
+    def committed(self) -> None:
+        """The next commit is durable: its copies are at the head, and what waited on them is ready."""
+        self.copy_up, self.ready, self.after = [], self.after, {}
 
 
 def load_progress(task: CopyTask) -> tuple[Progress | None, Placement]:
-    """The committed progress of the task's partition, read after fencing so it is final, and its placement.
-
-    `read_to_end` reads to the true end, waiting for other tasks' open transactions on the shared slot: a
-    progress record of ours committed after one of them is never missed (that would copy again what was
-    committed). This and `load_segments` may run in parallel and still form one cut: after fencing, no writer
-    can change this partition's progress or segments between the two reads. A tombstone (`mirrorflow reset`)
-    means no progress."""
+    """The committed progress of the task's partition (the highest slot's), read after fencing so it is final,
+    and its placement. `read_to_end` reads to the true end, waiting for other tasks' open transactions on the
+    shared slots: a progress record of ours committed after one of them is never missed (that would copy again
+    what was committed). This and `load_segments` may run in parallel and still form one cut: after fencing, no
+    writer can change this partition's progress or segments between the two reads. A tombstone (`mirrorflow
+    reset`) means no progress."""
     tp = (task.topic, task.partition)
     state = SlottedState()
-    placement = _read_own(task, task.progress_topic, lambda records: state.apply_progress(records, topics=[tp[0]]))
-    if not state.slots_of(tp)[0]:
-        _read_chain(task, task.progress_topic, placement, lambda r: state.apply_progress(r, topics=[tp[0]]))
-    found = state.slots_of(tp)[0]
-    placement.old = {slot: [encode_progress_key(*tp)] for slot in found if slot != placement.head}
+    placement = _read_chain(task, task.progress_topic, lambda records: state.apply_progress(records, topics=[tp[0]]))
+    slots = state.progress_slots(tp)
+    below = {slot: [encode_progress_key(*tp)] for slot in slots if slot != placement.head}
+    if placement.head in slots:
+        placement.ready = below
+    else:
+        placement.after = below
     return state.progress().get(tp), placement
 
 
 def load_segments(task: CopyTask) -> tuple[StoredSegments, Placement]:
-    """This partition's stored offset-map runs, applied as every reader applies them (`state_records`), and
-    their placement. A segment cuts the older ones it overlaps: keeping the latest record per key instead would,
-    after an at-least-once crash that delivered only part of one commit's map records, keep an older segment
-    that overlaps a newer one, and `OffsetMap.restore` would refuse the pair at every restart."""
+    """This partition's stored offset-map runs, the union over its slots applied as every reader applies them
+    (`state_records`), and their placement. A segment cuts the older ones it overlaps: keeping the latest record
+    per key instead would, after an at-least-once crash that delivered only part of one commit's map records,
+    keep an older segment that overlaps a newer one, and `OffsetMap.restore` would refuse the pair at every
+    restart. Keys live somewhere that the union does not hold are stale: tombstoned wherever they live."""
     tp = (task.topic, task.partition)
     state = SlottedState()
-    placement = _read_own(task, task.offset_map_topic, lambda records: state.apply_segments(records, topics=[tp[0]]))
-    if placement.head not in state.slots_of(tp)[1]:
-        _read_chain(task, task.offset_map_topic, placement, lambda r: state.apply_segments(r, topics=[tp[0]]))
-    keys = state.slots_of(tp)[1]
-    stored = stored_segments(state.segments(), tp)
-    placement.old = {
-        slot: [encode_segment_key(tp[0], tp[1], k) for k in live]
-        for slot, live in keys.items()
-        if slot != placement.head
-    }
-    if keys and max(keys) != placement.head:
-        placement.runs = list(stored.runs)
-    return stored, placement
+    placement = _read_chain(task, task.offset_map_topic, lambda records: state.apply_segments(records, topics=[tp[0]]))
+    union = state.runs(tp)
+    runs = [] if union is None else union.runs()
+    live = {run.upstream_start for run in runs}
+    slots_of_key: dict[int, list[int]] = {}
+    for slot, keys in state.key_slots(tp).items():
+        for key in keys:
+            slots_of_key.setdefault(key, []).append(slot)
+    at_head = {key for key, slots in slots_of_key.items() if placement.head in slots}
+    placement.copy_up = [run for run in runs if run.upstream_start not in at_head]
+    for key, slots in slots_of_key.items():
+        if key not in live:
+            continue  # stale: tombstoned as a delete, in every slot (`key_slots`)
+        for slot in slots:
+            if slot != placement.head:
+                target = placement.ready if key in at_head else placement.after
+                target.setdefault(slot, []).append(encode_segment_key(tp[0], tp[1], key))
+    placement.key_slots = {key: [s for s in slots if s != placement.head] for key, slots in slots_of_key.items()}
+    stale = sorted(key for key in slots_of_key if key not in live)
+    return StoredSegments(runs, stale), placement
 
 
 def load_snapshot(task: CopyTask, topic: str, key: bytes) -> tuple[bytes | None, Placement]:
@@ -98,40 +122,47 @@ def load_snapshot(task: CopyTask, topic: str, key: bytes) -> tuple[bytes | None,
             if k == key:
                 found[slot] = value
 
-    placement = _read_own(task, topic, apply, read_committed=False)
-    if found.get(placement.head) is None:
-        _read_chain(task, topic, placement, apply, read_committed=False)
+    placement = _read_chain(task, topic, apply, read_committed=False)
     live = {slot: value for slot, value in found.items() if value is not None}
-    placement.old = {slot: [key] for slot in live if slot != placement.head}
+    placement.after = {slot: [key] for slot in live if slot != placement.head}
     return newest(live), placement
 
 
-def _read_own(
+def _read_chain(
     task: CopyTask, topic: str, apply: Callable[[Iterator[SlotRecord]], object], *, read_committed: bool = True
 ) -> Placement:
-    """Read the partition's head slot of `topic`; its placement (the count comes with the read)."""
+    """Read the partition's chain of slots of `topic` (ascending, as every reader does); its placement."""
     counts: list[int] = []
 
-    def head(count: int) -> list[int]:
-        return [head_slot(task.topic, task.partition, check_count(count, topic))]
+    def chain(count: int) -> list[int]:
+        count = check_count(count, topic)
+        if count < task.state_partitions:
+            raise _BehindPlan(count)
+        return sorted(slot_chain(task.topic, task.partition, count))
 
-    apply(_slot_records(task, topic, head, counts.append, read_committed))
-    count = max(counts[0] if counts else 0, 1)
+    deadline = time.monotonic() + COUNT_WAIT_S
+    while True:
+        try:
+            apply(_slot_records(task, topic, chain, counts.append, read_committed))
+            break
+        except _BehindPlan as err:
+            if time.monotonic() >= deadline:
+                raise MirrorflowError(
+                    f"flow {task.flow}: the state topic '{topic}' on '{task.target}' has {err.count} partitions by "
+                    f"the metadata this copy of {task.topic}-{task.partition} got, but {task.state_partitions} when "
+                    f"the run was planned (topics never shrink): a broker is behind. Nothing was copied; the task "
+                    "fails to be retried."
+                ) from err
+            counts.clear()
+            time.sleep(0.5)
+    count = max(counts[-1] if counts else 0, 1)
     return Placement(count, head_slot(task.topic, task.partition, count))
 
 
-def _read_chain(
-    task: CopyTask,
-    topic: str,
-    placement: Placement,
-    apply: Callable[[Iterator[SlotRecord]], object],
-    *,
-    read_committed: bool = True,
-) -> None:
-    """Read the slots below the head where the partition's state lived while the topic was smaller."""
-    below = slot_chain(task.topic, task.partition, placement.count)[1:]
-    if below:
-        apply(_slot_records(task, topic, lambda _count: below, None, read_committed))
+class _BehindPlan(Exception):
+    def __init__(self, count: int) -> None:
+        super().__init__(count)
+        self.count = count
 
 
 def _slot_records(

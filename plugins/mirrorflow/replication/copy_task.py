@@ -57,6 +57,9 @@ class CopyTask:
     # recorded ID that differs means the topic was deleted and re-created since (`copy_setup.check_identity`).
     source_topic_id: str = ""
     remote_topic_id: str = ""
+    # The fewest partitions of the flow's state topics when the run was planned (1: unknown or one): a copy never
+    # reads its slots at a smaller count (`copy_slots`), which a broker behind a growth could still answer.
+    state_partitions: int = 1
     source_consumer: Mapping[str, str] = field(default_factory=dict, repr=False)
     target_producer: Mapping[str, str] = field(default_factory=dict, repr=False)
     target_consumer: Mapping[str, str] = field(default_factory=dict, repr=False)

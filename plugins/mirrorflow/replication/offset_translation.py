@@ -29,7 +29,6 @@ from mirrorflow.replication.state_records import (
     SlottedState,
     TopicPartition,
     latest_progress,
-    segments_of,
     slot_records,
 )
 
@@ -206,10 +205,10 @@ def assemble_offset_maps(
 
 def maps_of(state: SlottedState) -> dict[TopicPartition, OffsetMap]:
     """The maps of a slotted fold (`SlottedState`): each partition's map cut at its progress."""
-    segments = state.segments()
     maps: dict[TopicPartition, OffsetMap] = {}
     for tp, p in sorted(state.progress().items()):
-        restored = restore_at_progress(tp, segments_of(segments, tp), p)
+        runs = state.runs(tp)
+        restored = restore_at_progress(tp, [] if runs is None else runs.runs(), p)
         if restored is not None:
             maps[tp] = restored
     return maps

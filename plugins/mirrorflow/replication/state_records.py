@@ -151,19 +151,26 @@ def slot_records(
 
 
 class SlottedState:
-    """The progress and offset-map records of a flow folded per slot, and merged by the slot rule
-    (`core.state_slots`): a partition's state is the one in the highest slot that holds any. Progress and map
-    are merged each on its own; a reader's cut (the progress, read first) then clamps the map, so a partition
-    whose state moved to its head between the two reads is still read consistently: its map moved whole, and
-    the head's copy cut at the older progress is the old one."""
+    """The progress and offset-map records of a flow folded per slot, and merged by the slot rules
+    (`core.state_slots`).
+
+    Progress: a partition's is the one in the highest slot holding one (a writer only writes its head; a record
+    left below is older). Map: the union of every slot's live runs, each slot folded on its own and the slots
+    applied in ascending order, as if the lower slots' records came first in one log: a key live in several
+    slots takes the highest one's value, and a run in a higher slot cuts or drops the runs below that it makes
+    stale, as a later record would. A copy moving its runs up writes them to its head first and tombstones them
+    below only once those copies are durable; every reader takes the ends of the slots in ascending order, so
+    whoever sees a tombstone below also sees the copy above, and the union never loses a run mid-move."""
 
     def __init__(self) -> None:
         self._progress: dict[int, dict[TopicPartition, Progress]] = {}
         self._segments: dict[int, SegmentStore] = {}
+        self._unions: SegmentStore = {}
 
     def clear(self) -> None:
         self._progress.clear()
         self._segments.clear()
+        self._unions.clear()
 
     def apply_progress(
         self, records: Iterable[SlotRecord], *, topics: Collection[str] | None = None
@@ -183,6 +190,8 @@ class SlottedState:
         for slot, run in groupby(records, key=lambda r: r[0]):
             found = self._segments.setdefault(slot, {})
             touched |= apply_segment_records(found, ((k, v) for _s, k, v in run), topics=topics)
+        for tp in touched:
+            self._unions.pop(tp, None)
         return touched
 
     def progress(self) -> dict[TopicPartition, Progress]:
@@ -192,15 +201,31 @@ class SlottedState:
             merged.update(self._progress[slot])
         return merged
 
-    def segments(self) -> SegmentStore:
-        """The fold of each source partition's map, from the highest slot holding any live key of it."""
-        merged: SegmentStore = {}
-        for slot in sorted(self._segments):
-            merged.update((tp, runs) for tp, runs in self._segments[slot].items() if runs.live_keys())
-        return merged
+    def runs(self, tp: TopicPartition) -> StoredRuns | None:
+        """The union of `tp`'s map over the slots (see the class); None if no slot has a record of it."""
+        if tp in self._unions:
+            return self._unions[tp]
+        found = [self._segments[slot][tp] for slot in sorted(self._segments) if tp in self._segments[slot]]
+        if len(found) <= 1:
+            union = found[0] if found else None
+        else:
+            union = StoredRuns()
+            for stored in found:
+                for run in stored.runs():
+                    union.put(run)
+        if union is not None:
+            self._unions[tp] = union
+        return union
 
-    def slots_of(self, tp: TopicPartition) -> tuple[list[int], dict[int, list[int]]]:
-        """(the slots holding a progress of `tp`, {slot: the live map keys of `tp` there}): where it lives."""
-        progress = [slot for slot, found in self._progress.items() if tp in found]
-        keys = {slot: live for slot, store in self._segments.items() if tp in store and (live := store[tp].live_keys())}
-        return sorted(progress), keys
+    def segments(self) -> SegmentStore:
+        """`runs` of every source partition with a map record."""
+        partitions = {tp for store in self._segments.values() for tp in store}
+        return {tp: union for tp in partitions if (union := self.runs(tp)) is not None}
+
+    def progress_slots(self, tp: TopicPartition) -> list[int]:
+        """The slots holding a live progress of `tp`, ascending."""
+        return sorted(slot for slot, found in self._progress.items() if tp in found)
+
+    def key_slots(self, tp: TopicPartition) -> dict[int, list[int]]:
+        """{slot: the map keys of `tp` live there (its runs and the keys its fold dropped as stale)}."""
+        return {slot: live for slot, store in self._segments.items() if tp in store and (live := store[tp].live_keys())}

@@ -19,7 +19,7 @@ from mirrorflow.core.progress import Progress, progress_topic
 from mirrorflow.kafka.compacted_log import CompactedTail
 from mirrorflow.replication.flow_rules import internal_separator
 from mirrorflow.replication.offset_translation import FlowOffsetMaps, map_topic_missing, restore_at_progress
-from mirrorflow.replication.state_records import SlottedState, TopicPartition, segments_of
+from mirrorflow.replication.state_records import SlottedState, TopicPartition
 
 RELOADS = 3
 """Reads from the start in one `load` before giving up on state topics that keep being re-created."""
@@ -65,7 +65,7 @@ class OffsetMapTail:
                 f"the state topics '{self._progress_topic}' and '{self._map_topic}' on cluster '{self._cluster}' "
                 f"were re-created {RELOADS} times while being read: pause whatever deletes them and run this again"
             )
-        all_progress, segments = self._state.progress(), self._state.segments()
+        all_progress = self._state.progress()
         copied = any(p.records_copied > 0 for p in all_progress.values())
         if copied and not self._tail.has_read(self._map_topic, 0):
             raise map_topic_missing(self._cluster, self._map_topic, self._progress_topic)
@@ -76,7 +76,8 @@ class OffsetMapTail:
             if wanted is not None and tp[0] not in wanted:
                 continue
             if tp not in self._built:
-                self._built[tp] = restore_at_progress(tp, segments_of(segments, tp), stored)
+                runs = self._state.runs(tp)
+                self._built[tp] = restore_at_progress(tp, [] if runs is None else runs.runs(), stored)
             built = self._built[tp]
             progress[tp] = stored
             if built is not None:
