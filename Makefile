@@ -125,6 +125,12 @@ bench-deployed: setup postgres
 bench-offset-map: setup
 	$(PY) benchmarks/bench_offset_map.py $(BENCH_ARGS)
 
+# What a copy task reads of its flow's state at start, on local clusters, at 100/500/2,000 partitions: state
+# topics of one partition beside slots (docs/scaling.md). A few minutes.
+.PHONY: bench-state-startup
+bench-state-startup: setup
+	$(PY) benchmarks/bench_state_startup.py $(BENCH_ARGS)
+
 # Planning, XCom, copy start-up and DAG parsing at 10,000 partitions and 100 flows, without a cluster
 # (docs/scaling.md). SIM_ARGS="--spark none" skips the Spark local job (one task per partition, 2,000 of them).
 .PHONY: scale-sim

@@ -1,0 +1,160 @@
+"""`make bench-state-startup`: what a copy task reads of its flow's state at its start, on real brokers.
+
+For each flow size (100, 500 and 2,000 source partitions by default) two flows are measured in the same run: one
+whose state topics have one partition (the layout before state slots: every task reads all of it) and one whose
+state topics have the slots the cycle's topic step gives them (`core.state_slots`). Each flow has its own source
+alias (so its own state topics) on the same two local clusters. The state is seeded as copies leave it: per
+source partition `--dirty` progress records (an uncleaned compacted log holds every commit's), one offset-map run
+and one metrics snapshot, each in the partition's head slot. Then the copy's own start-up reads run for a sample
+of partitions: `load_progress`, `load_segments` and `load_snapshot` (`replication/copy_slots.py`), and the bench
+prints, per task, the state bytes they decoded (keys and values) and the wall seconds they took (median), with
+the one-partition layout as the baseline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import NewTopic
+
+import mirrorflow.replication.copy_slots as copy_slots
+from harness import bench_clusters, create_topics, run_id
+from mirrorflow.config.loader import load_config
+from mirrorflow.config.model import Flow
+from mirrorflow.core.offset_map import Segment, encode_segment
+from mirrorflow.core.progress import Progress, encode_progress
+from mirrorflow.core.state_slots import head_slot
+from mirrorflow.kafka.client_logs import with_logger
+from mirrorflow.kafka.clients import admin_client
+from mirrorflow.kafka.topics import create_compacted_topic
+from mirrorflow.replication.copy_plan import SourcePartitions, plan_copy
+from mirrorflow.replication.copy_task import CopyTask
+from mirrorflow.replication.flow_clients import FlowClients
+from mirrorflow.replication.internal_topics import create_internal_topics
+from mirrorflow.replication.metrics import PartitionMetrics, snapshot_key
+
+LAYOUTS = ("one partition", "slots")
+
+
+def write_config(path: Path, source: str, target: str, flows: list[tuple[str, str]]) -> None:
+    """One flow per (alias, topic), each alias on the same source cluster."""
+    lines = [f"clusters = B, {', '.join(alias for alias, _ in flows)}", f"B.bootstrap.servers = {target}"]
+    for alias, topic in flows:
+        lines += [f"{alias}.bootstrap.servers = {source}", f"{alias}->B.enabled = true", f"{alias}->B.topics = {topic}"]
+    lines += ["replication.factor = 1", "checkpoints.topic.replication.factor = 1"]
+    lines += ["heartbeats.topic.replication.factor = 1", "offset-syncs.topic.replication.factor = 1"]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def prepare(flow: Flow, topic: str, partitions: int, layout: str) -> list[CopyTask]:
+    """The flow's state topics in `layout`, and its planned copy tasks (planned against the real topics)."""
+    conf = flow.target_admin.librdkafka()
+    tasks = plan_copy(
+        flow,
+        [SourcePartitions(topic, f"{flow.source}.{topic}", partitions)],
+        interval=True,
+        end_offsets=dict.fromkeys(((topic, p) for p in range(partitions)), 0),
+        identities={},
+        size_limits={},
+        state_partitions=1,
+    )
+    names = (tasks[0].progress_topic, tasks[0].offset_map_topic, str(tasks[0].metrics_topic))
+    if layout == "slots":
+        with FlowClients(flow) as clients:
+            create_internal_topics(flow, clients, source_partitions=partitions)
+    else:
+        for name in names:
+            create_compacted_topic(admin_client(conf), "B", name, 1, 30)
+    counts = {n: len(admin_client(conf).list_topics(n, timeout=30).topics[n].partitions) for n in names}
+    return [replace(t, state_partitions=min(counts.values())) for t in tasks]
+
+
+def seed(bootstrap: str, tasks: list[CopyTask], dirty: int) -> None:
+    """What copies leave: `dirty` progress records, one map run and one metrics snapshot per partition."""
+    producer = Producer(with_logger({"bootstrap.servers": bootstrap, "linger.ms": 20}))
+    count = tasks[0].state_partitions
+    for t in tasks:
+        slot = head_slot(t.topic, t.partition, count)
+        for v in range(dirty):
+            key, value = encode_progress(Progress(t.topic, t.partition, 1000 + v, 1000 + v, 1000 + v, 1, 0))
+            producer.produce(t.progress_topic, key=key, value=value, partition=slot)
+        key, value = encode_segment(t.topic, t.partition, Segment(0, 0, 1000))
+        producer.produce(t.offset_map_topic, key=key, value=value, partition=slot)
+        metrics = PartitionMetrics(
+            source=t.source, target=t.target, source_topic=t.topic, remote_topic=t.remote_topic, partition=t.partition
+        )
+        snapshot = metrics.snapshot(now_ms=1)
+        producer.produce(str(t.metrics_topic), key=snapshot.key(), value=snapshot.encode(), partition=slot)
+        producer.poll(0)
+    assert producer.flush(60) == 0
+
+
+def measure(tasks: list[CopyTask], sample: int) -> tuple[float, float]:
+    """(median state bytes decoded per task, median wall seconds per task) over `sample` tasks."""
+    decoded = [0]
+    real = copy_slots.read_to_end  # type: ignore[attr-defined]
+
+    def counted(*args: Any, **kwargs: Any) -> Iterator[Any]:
+        for record in real(*args, **kwargs):
+            decoded[0] += len(record[2] or b"") + len(record[3] or b"")
+            yield record
+
+    copy_slots.read_to_end = counted  # type: ignore[attr-defined]
+    sizes, seconds = [], []
+    try:
+        for t in tasks[:: max(len(tasks) // sample, 1)][:sample]:
+            decoded[0] = 0
+            started = time.perf_counter()
+            progress, _ = copy_slots.load_progress(t)
+            stored, _ = copy_slots.load_segments(t)
+            snapshot, _ = copy_slots.load_snapshot(t, str(t.metrics_topic), snapshot_key(t.remote_topic, t.partition))
+            seconds.append(time.perf_counter() - started)
+            sizes.append(decoded[0])
+            assert progress is not None and stored.runs and snapshot, f"{t.topic}-{t.partition}: its state is missing"
+    finally:
+        copy_slots.read_to_end = real  # type: ignore[attr-defined]
+    return statistics.median(sizes), statistics.median(seconds)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--sizes", default="100,500,2000", help="source partitions of each flow")
+    parser.add_argument("--sample", type=int, default=20, help="tasks measured per flow")
+    parser.add_argument("--dirty", type=int, default=10, help="progress records per partition (uncleaned log)")
+    args = parser.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",")]
+    rid = run_id()
+    with bench_clusters("mirrorflow-bench-state-") as (directory, source, target):
+        flows = [(f"s{size}{layout[0]}", f"state-{size}-{rid}") for size in sizes for layout in LAYOUTS]
+        create_topics(source, [NewTopic(f"state-{size}-{rid}", size, 1) for size in sizes])
+        config = directory / "state.properties"
+        write_config(config, source, target, flows)
+        loaded = load_config(config)
+        rows = []
+        for size in sizes:
+            for layout in LAYOUTS:
+                flow = loaded.flow(f"s{size}{layout[0]}->B")
+                tasks = prepare(flow, f"state-{size}-{rid}", size, layout)
+                seed(target, tasks, args.dirty)
+                decoded, seconds = measure(tasks, args.sample)
+                rows.append((size, layout, tasks[0].state_partitions, decoded, seconds))
+                print(
+                    f"{size} partitions, {layout}: {decoded / 1000:.1f} KB, {seconds * 1000:.0f} ms per task",
+                    flush=True,
+                )
+    print("\n| source partitions | layout | state topic partitions | state bytes decoded | start-up reads |")
+    print("|---|---|---|---|---|")
+    for size, layout, count, decoded, seconds in rows:
+        print(f"| {size:,} | {layout} | {count} | {decoded / 1000:.1f} KB | {seconds * 1000:.0f} ms |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
