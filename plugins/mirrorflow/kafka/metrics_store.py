@@ -49,8 +49,9 @@ def ensure_metrics_topic(
 
 class MetricsPublisher:
     """Writes one snapshot per key after each committed batch, to one partition of the topic (a copy's: its
-    slot); never raises. `retire` ({partition: keys}) is tombstoned after the first snapshot: the partition's
-    snapshots left in the slots it had before the topic grew."""
+    slot); never raises. `retire` ({partition: keys}), the partition's snapshots left in the slots it had before
+    the topic grew, is tombstoned at the first publish after a snapshot was acknowledged: tombstoned any earlier,
+    a lost first snapshot would reset the partition's counts."""
 
     def __init__(
         self,
@@ -62,12 +63,15 @@ class MetricsPublisher:
     ) -> None:
         self.cluster, self.topic, self.partition = cluster, topic, partition
         self._retire = dict(retire or {})
+        self._acknowledged = False
         self.failures = 0
         # Not idempotent and acks=1: a lost or duplicated snapshot is harmless, the next one supersedes it.
         self._producer = make_producer(conf, **_PUBLISHER)
 
     def _report(self, err: KafkaError | None, _msg: object) -> None:
-        if err is not None:
+        if err is None:
+            self._acknowledged = True
+        else:
             self.failures += 1
             if self.failures == 1 or self.failures % 100 == 0:
                 log.warning(
@@ -82,18 +86,26 @@ class MetricsPublisher:
         """Queue one record (None: a tombstone, which removes the key once compacted)."""
         try:
             self._producer.produce(self.topic, key=key, value=value, partition=self.partition, on_delivery=self._report)
-            for partition, keys in self._retire.items():
-                for old in keys:
-                    self._producer.produce(
-                        self.topic, key=old, value=None, partition=partition, on_delivery=self._report
-                    )
-            self._retire.clear()
+            if self._acknowledged:
+                self._tombstone_retired()
             self._producer.poll(0)
         except (BufferError, KafkaException) as err:
             self._report(KafkaError(KafkaError._FAIL, str(err)), None)
 
+    def _tombstone_retired(self) -> None:
+        for partition, keys in self._retire.items():
+            for old in keys:
+                self._producer.produce(self.topic, key=old, partition=partition, on_delivery=self._report)
+        self._retire.clear()
+
     def close(self, timeout_s: float = 5.0) -> None:
         left = self._producer.flush(timeout_s)
+        if self._retire and self._acknowledged and not left:
+            try:
+                self._tombstone_retired()
+            except (BufferError, KafkaException) as err:
+                self._report(KafkaError(KafkaError._FAIL, str(err)), None)
+            left = self._producer.flush(timeout_s)
         if left:
             log.warning("metrics: %d snapshots to '%s' on '%s' were not acknowledged", left, self.topic, self.cluster)
 
