@@ -18,16 +18,13 @@ from confluent_kafka.admin import AdminClient
 from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.kafka.clients import producer as make_producer
 from mirrorflow.kafka.compacted_log import OPEN_TRANSACTION_WAIT_S, latest_values, read_to_end
-from mirrorflow.kafka.operation_error import KafkaOperationError
+from mirrorflow.kafka.operation_error import FENCED_CODES, KafkaOperationError
 from mirrorflow.kafka.topics import NewTopicSpec, create_topics
 
 log = logging.getLogger(__name__)
 
 TRANSACTION_TIMEOUT_MS = 30_000
 """A write is one short transaction; a reader waits at most this long behind a writer killed inside one."""
-
-
-_FENCED = (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
 
 
 RUNBOOK_SEGMENT_MS = 3_600_000
@@ -148,7 +145,7 @@ class TransactionalLog:
             self._producer.commit_transaction(self.timeout_s)
         except KafkaException as err:
             error = err.args[0] if err.args and isinstance(err.args[0], KafkaError) else None
-            if error is not None and error.code() in _FENCED:
+            if error is not None and error.code() in FENCED_CODES:
                 raise RunbookFenced(
                     f"another process took over this runbook on '{self.cluster}' (its writer fenced this one); "
                     "this process stops here and its last step is left for the newer one"
