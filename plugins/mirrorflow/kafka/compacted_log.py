@@ -115,7 +115,8 @@ def read_to_end(
             on_count(len(metadata.partitions))
         if callable(partitions):
             partitions = partitions(len(metadata.partitions))
-        wanted = sorted(metadata.partitions) if partitions is None else list(partitions)
+        # Ascending, always: readers of the state slots rely on taking lower slots' ends first (`state_records`).
+        wanted = sorted(metadata.partitions) if partitions is None else sorted(partitions)
         ends = _true_ends(conf, reader if not read_committed else None, topic, wanted, timeout_s)
         if not ends:
             return

@@ -11,7 +11,7 @@ Both go to the partition's head slot of their topics (`copy_slots`). A commit th
 there from lower slots writes the map runs live only below first; the keys below are tombstoned only once their
 copies at the head are durable (`copy_slots.Placement`): in a later transaction (exactly-once), or after the
 head's records are confirmed (at-least-once; a refused tombstone only leaves a copy that the head outranks, and
-is logged). Deletes go to every slot the key lives in.
+is logged). Deletes go to the head at once and to the other slots the key lives in with the tombstones below.
 """
 
 from __future__ import annotations
@@ -59,9 +59,13 @@ def commit_batch(
         key, value = encode_segment(task.topic, task.partition, segment)
         writer.produce(task.offset_map_topic, head, key, value, on_delivery=on_delivery)
     for upstream_start in changes.deletes:
+        # At the head now; below only once this commit is durable, like every tombstone below: a delete there
+        # (a run thinning merged into the one before it, rewritten at the head) seen without the head's record
+        # would leave readers a hole.
         key = encode_segment_key(task.topic, task.partition, upstream_start)
-        for slot in [head, *below.pop(upstream_start, [])]:
-            writer.produce(task.offset_map_topic, slot, key, None, on_delivery=on_delivery)
+        writer.produce(task.offset_map_topic, head, key, None, on_delivery=on_delivery)
+        for slot in below.pop(upstream_start, []):
+            slots.offset_map.after.setdefault(slot, []).append(key)
     if not writer.transactional and (changes.upserts or changes.deletes or slots.offset_map.copy_up):
         writer.flush()
         _check(task, refused, "its offset map", task.offset_map_topic)

@@ -280,7 +280,8 @@ class CopyLoop:
         commit_batch(writer, task, offset_map, progress, self.slots)
         self.committed_to = consumed_to
         self.commits += 1
-        self.pending = self.commit_start_first = False
+        # A move of the partition's state up its slots ends with a second commit (`copy_slots`): owed at once.
+        self.pending, self.commit_start_first = self.slots.moving, False
         result.transactions += 1 if upstreams else 0
         if self.chain is not None:
             chain_totals(result, self.chain)

@@ -8,9 +8,10 @@ that no reader ever sees a run missing (`state_records.SlottedState` has the rea
 2. the keys below whose copy at the head is durable are tombstoned: at the next commit in exactly-once mode (a
    later transaction than the copies), once the head's records are confirmed in at-least-once mode. Keys found
    at the head already (a move a crash cut short) are tombstoned below at the first commit.
-Every start reads the whole chain, so what a crash leaves below is found and finished by the next start.
-Deletes (pruned runs, rewound runs, stale keys) go to every slot the key is live in, at once: a reader that
-sees one sees a map without that run, which is what the map says anyway.
+Every start reads the whole chain, so what a crash leaves below is found and finished by the next start, and a
+copy that moved its state commits a second time at once (`CopyLoop`), so the move ends within the run. Deletes
+(pruned runs, rewound runs, stale keys) go to every slot the key is live in: at the head at once, below with
+the tombstones of step 2 (a delete below seen without the head's record that replaces it would be a hole).
 
 The partition count comes from the same metadata answer as the read, after the fence, and never below the
 count planned on the driver (a broker still answering with the count before a growth would hide the head).

@@ -19,10 +19,12 @@ Names come from the policy (a custom separator applies when
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Literal
 
 from mirrorflow.config.model import Flow
+from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.core.offset_map import offset_map_topic
 from mirrorflow.core.progress import progress_topic
 from mirrorflow.core.state_slots import check_count, flow_state_partitions
@@ -132,7 +134,21 @@ def _grow(
     check_count(count, topic.name)
     if not dry_run:
         create_partitions(admin, topic.cluster, {topic.name: topic.partitions}, timeout_s)
+        _await_count(admin, topic, timeout_s)
     return [(topic.name, count, topic.partitions)]
+
+
+def _await_count(admin: Admin, topic: InternalTopic, timeout_s: float) -> None:
+    """Wait until the metadata shows the grown count: the copy planned next records it as the least count its
+    tasks may read their slots at (`copy_slots`), and a count from before the growth would hide their heads."""
+    deadline = time.monotonic() + timeout_s
+    while list_topic_partitions(admin, topic.cluster, timeout_s).get(topic.name, 0) < topic.partitions:
+        if time.monotonic() >= deadline:
+            raise MirrorflowError(
+                f"'{topic.name}' on '{topic.cluster}' was grown to {topic.partitions} partitions, but the cluster's "
+                f"metadata does not show it after {timeout_s:.0f} s: run the flow again once it does"
+            )
+        time.sleep(0.2)
 
 
 def create_internal_topics(
