@@ -15,9 +15,9 @@ tailing ones (`OffsetMapTail`), so that they can never disagree on what the stor
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from itertools import groupby
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.core.offset_map import Segment, StoredRuns, decode_segment, decode_segment_key
@@ -176,20 +176,13 @@ class SlottedState:
         self, records: Iterable[SlotRecord], *, topics: Collection[str] | None = None
     ) -> set[TopicPartition]:
         """Apply progress records (each slot in log order); the partitions they touched."""
-        touched: set[TopicPartition] = set()
-        for slot, run in groupby(records, key=lambda r: r[0]):
-            found = self._progress.setdefault(slot, {})
-            touched |= apply_progress_records(found, ((k, v) for _s, k, v in run), topics=topics)
-        return touched
+        return _by_slot(records, self._progress, apply_progress_records, topics)
 
     def apply_segments(
         self, records: Iterable[SlotRecord], *, topics: Collection[str] | None = None
     ) -> set[TopicPartition]:
         """Apply offset-map records (each slot in log order); the partitions they touched."""
-        touched: set[TopicPartition] = set()
-        for slot, run in groupby(records, key=lambda r: r[0]):
-            found = self._segments.setdefault(slot, {})
-            touched |= apply_segment_records(found, ((k, v) for _s, k, v in run), topics=topics)
+        touched = _by_slot(records, self._segments, apply_segment_records, topics)
         for tp in touched:
             self._unions.pop(tp, None)
         return touched
@@ -229,3 +222,16 @@ class SlottedState:
     def key_slots(self, tp: TopicPartition) -> dict[int, list[int]]:
         """{slot: the map keys of `tp` live there (its runs and the keys its fold dropped as stale)}."""
         return {slot: live for slot, store in self._segments.items() if tp in store and (live := store[tp].live_keys())}
+
+
+def _by_slot(
+    records: Iterable[SlotRecord],
+    folds: dict[int, Any],
+    apply: Callable[..., set[TopicPartition]],
+    topics: Collection[str] | None,
+) -> set[TopicPartition]:
+    """Apply each slot's run of `records` to that slot's fold with `apply`; the partitions touched."""
+    touched: set[TopicPartition] = set()
+    for slot, run in groupby(records, key=lambda r: r[0]):
+        touched |= apply(folds.setdefault(slot, {}), ((k, v) for _s, k, v in run), topics=topics)
+    return touched
