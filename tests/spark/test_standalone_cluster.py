@@ -143,7 +143,7 @@ def test_the_copy_runs_on_a_standalone_cluster_with_shipped_code_and_env(
             assert headers[0] in (d_headers or []), (headers, d_headers)
     with FlowClients(flow) as clients:
         tasks = plan_copy(flow, copyable(discover(flow, clients)), interval=True)
-    progress = {task.partition: load_progress(task) for task in tasks if task.topic == topic}
+    progress = {task.partition: load_progress(task)[0] for task in tasks if task.topic == topic}
     assert sorted(progress) == list(range(PARTITIONS))
     for stored in progress.values():
         assert stored is not None
