@@ -72,7 +72,14 @@ def prepare(flow: Flow, topic: str, partitions: int, layout: str) -> list[CopyTa
     else:
         for name in names:
             create_compacted_topic(admin_client(conf), "B", name, 1, 30)
-    counts = {n: len(admin_client(conf).list_topics(n, timeout=30).topics[n].partitions) for n in names}
+    admin = admin_client(conf)
+    deadline = time.monotonic() + 60
+    while True:  # a topic just created can show no partitions yet
+        counts = {n: len(admin.list_topics(n, timeout=30).topics[n].partitions) for n in names}
+        if min(counts.values()) > 0 and len(set(counts.values())) == 1:
+            break
+        assert time.monotonic() < deadline, f"state topics not ready: {counts}"
+        time.sleep(0.2)
     return [replace(t, state_partitions=min(counts.values())) for t in tasks]
 
 
