@@ -35,12 +35,6 @@ SegmentStore = dict[TopicPartition, StoredRuns]
 """The live segments per source partition."""
 
 
-def segments_of(store: SegmentStore, tp: TopicPartition) -> list[Segment]:
-    """The live segments of `tp` in upstream order (none if it has no record)."""
-    found = store.get(tp)
-    return [] if found is None else found.runs()
-
-
 class StoredSegments(NamedTuple):
     """One partition's fold of the offset-map topic: its live runs, and the keys still live in the topic that
     the fold dropped as stale (`StoredRuns.stale_keys`: the copy tombstones them)."""
@@ -50,7 +44,7 @@ class StoredSegments(NamedTuple):
 
 
 def stored_segments(store: SegmentStore, tp: TopicPartition) -> StoredSegments:
-    """`segments_of` plus the stale keys."""
+    """The live runs of `tp` in upstream order (none if it has no record), and the stale keys."""
     found = store.get(tp)
     return StoredSegments([], []) if found is None else StoredSegments(found.runs(), found.stale_keys())
 
@@ -209,11 +203,6 @@ class SlottedState:
         if union is not None:
             self._unions[tp] = union
         return union
-
-    def segments(self) -> SegmentStore:
-        """`runs` of every source partition with a map record."""
-        partitions = {tp for store in self._segments.values() for tp in store}
-        return {tp: union for tp in partitions if (union := self.runs(tp)) is not None}
 
     def progress_slots(self, tp: TopicPartition) -> list[int]:
         """The slots holding a live progress of `tp`, ascending."""
