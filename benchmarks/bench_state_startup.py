@@ -5,10 +5,11 @@ whose state topics have one partition (the layout before state slots: every task
 state topics have the slots the cycle's topic step gives them (`core.state_slots`). Each flow has its own source
 alias (so its own state topics) on the same two local clusters. The state is seeded as copies leave it: per
 source partition `--dirty` progress records (an uncleaned compacted log holds every commit's), one offset-map run
-and one metrics snapshot, each in the partition's head slot. Then the copy's own start-up reads run for a sample
-of partitions: `load_progress`, `load_segments` and `load_snapshot` (`replication/copy_slots.py`), and the bench
-prints, per task, the state bytes they decoded (keys and values) and the wall seconds they took (median), with
-the one-partition layout as the baseline.
+and one metrics snapshot, each in the partition's head slot, the progress saying the partition is settled there
+(`Progress.settled_slots`: what a commit writes once nothing of the partition is left below). Then the copy's own
+start-up reads run for a sample of partitions: `load_progress`, `load_segments` and `load_snapshot`
+(`replication/copy_slots.py`), and the bench prints, per task, the state bytes they decoded (keys and values) and
+the wall seconds they took (median), with the one-partition layout as the baseline.
 """
 
 from __future__ import annotations
@@ -90,7 +91,8 @@ def seed(bootstrap: str, tasks: list[CopyTask], dirty: int) -> None:
     for t in tasks:
         slot = head_slot(t.topic, t.partition, count)
         for v in range(dirty):
-            key, value = encode_progress(Progress(t.topic, t.partition, 1000 + v, 1000 + v, 1000 + v, 1, 0))
+            settled = Progress(t.topic, t.partition, 1000 + v, 1000 + v, 1000 + v, 1, 0, settled_slots=count)
+            key, value = encode_progress(settled)
             producer.produce(t.progress_topic, key=key, value=value, partition=slot)
         key, value = encode_segment(t.topic, t.partition, Segment(0, 0, 1000))
         producer.produce(t.offset_map_topic, key=key, value=value, partition=slot)
@@ -120,7 +122,7 @@ def measure(tasks: list[CopyTask], sample: int) -> tuple[float, float]:
             decoded[0] = 0
             started = time.perf_counter()
             progress, _ = copy_slots.load_progress(t)
-            stored, _ = copy_slots.load_segments(t)
+            stored, _ = copy_slots.load_segments(t, copy_slots.settled_slots(progress))
             snapshot, _ = copy_slots.load_snapshot(t, str(t.metrics_topic), snapshot_key(t.remote_topic, t.partition))
             seconds.append(time.perf_counter() - started)
             sizes.append(decoded[0])

@@ -206,9 +206,18 @@ def startup_scan(tasks: list[CopyTask], dirty_versions: int) -> dict[str, Any]:
     return found
 
 
+def _start_reads(task: CopyTask, key: bytes) -> tuple[Any, Any, Any]:
+    """The copy start's reads, in copy_range's order: the progress, then the map (spared the slots below the head
+    when the progress says settled), and the metrics snapshot."""
+    progress = copy_setup.load_progress(task)[0]
+    stored = copy_setup.load_segments(task, copy_setup.settled_slots(progress))[0]
+    return progress, stored, copy_slots.load_snapshot(task, str(task.metrics_topic), key)[0]
+
+
 def _scan(tasks: list[CopyTask], dirty_versions: int, slots: int) -> dict[str, float]:
-    """Time one task's state reads on synthetic state topics of `slots` partitions, each record at its head slot;
-    counts the bytes of the partitions the reads ask for (wire overhead: a record batch header per partition)."""
+    """Time one task's state reads on synthetic state topics of `slots` partitions, each record at its head slot
+    (settled there, as copies leave it); counts the bytes of the partitions the reads ask for (wire overhead: a
+    record batch header per partition)."""
     topics: dict[str, dict[int, list[Record]]] = {}
 
     def put(topic: str, t: CopyTask, key: bytes, value: bytes) -> None:
@@ -219,7 +228,8 @@ def _scan(tasks: list[CopyTask], dirty_versions: int, slots: int) -> dict[str, f
         for v in range(dirty_versions):  # an uncompacted log holds every commit since the last cleaning
             at = 1000 + v
             ids = (t.source_topic_id, t.remote_topic_id)
-            put(t.progress_topic, t, *encode_progress(Progress(t.topic, t.partition, at, at, at, 1, 1_700_000, *ids)))
+            settled = Progress(t.topic, t.partition, at, at, at, 1, 1_700_000, *ids, settled_slots=slots)
+            put(t.progress_topic, t, *encode_progress(settled))
         put(t.offset_map_topic, t, *encode_segment(t.topic, t.partition, Segment(0, 0, 1000)))
         pm = PartitionMetrics(
             source=t.source, target=t.target, source_topic=t.topic, remote_topic=t.remote_topic, partition=t.partition
@@ -244,17 +254,9 @@ def _scan(tasks: list[CopyTask], dirty_versions: int, slots: int) -> dict[str, f
     try:
         task = tasks[len(tasks) // 2]
         key = snapshot_key(task.remote_topic, task.partition)
-        per_task, (found, stored, snapshot) = timed(
-            lambda: (
-                copy_setup.load_progress(task)[0],
-                copy_setup.load_segments(task)[0],
-                copy_slots.load_snapshot(task, str(task.metrics_topic), key)[0],
-            ),
-            3,
-        )
+        per_task, (found, stored, snapshot) = timed(lambda: _start_reads(task, key), 3)
         fetched[0] = 0
-        copy_setup.load_progress(task), copy_setup.load_segments(task)
-        copy_slots.load_snapshot(task, str(task.metrics_topic), key)
+        _start_reads(task, key)
     finally:
         for (module, name), original in zip(PATCHED, originals, strict=True):
             setattr(module, name, original)

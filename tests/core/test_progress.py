@@ -33,11 +33,11 @@ REMOTE_ID = "_____________________w"  # all ones but the zero UUID's neighbour: 
 
 
 def test_exact_bytes() -> None:
-    p = Progress("orders", 3, 1234, 1199, 1000, 2, 1700000000000, SOURCE_ID, REMOTE_ID)
+    p = Progress("orders", 3, 1234, 1199, 1000, 2, 1700000000000, SOURCE_ID, REMOTE_ID, 64)
     key, value = encode_progress(p)
     assert key.hex() == "00066f72646572730000" + "0003"
     assert value.hex() == (
-        "0001"  # version
+        "0002"  # version
         + "00000000000004d2"  # next upstream offset
         + "00000000000004af"  # downstream end
         + "00000000000003e8"  # records copied
@@ -46,15 +46,16 @@ def test_exact_bytes() -> None:
         + "000000000000007b00000000000001c8"  # source topic ID
         + "ff" * 15
         + "ff"  # remote topic ID
+        + "00000040"  # settled slots
     )
-    assert len(value) == 70
+    assert len(value) == 74
     assert decode_progress(key, value) == p
     assert decode_progress(key, value + b"\x01\x02") == p  # later fields of the same version: ignored
 
 
 def test_unknown_topic_ids_are_the_zero_uuid() -> None:
     key, value = encode_progress(Progress("orders", 0, 1, 1, 1, 0, 0))
-    assert value[-32:] == bytes(32)
+    assert value[-36:-4] == bytes(32)
     assert decode_progress(key, value).source_topic_id == ""
 
 
@@ -66,6 +67,25 @@ def test_version_0_records_of_the_previous_release_still_decode() -> None:
         "0000" + "00000000000004d2" + "00000000000004af" + "00000000000003e8" + "00000002" + "0000018bcfe56800"
     )
     assert decode_progress(key, value) == Progress("orders", 3, 1234, 1199, 1000, 2, 1700000000000, "", "")
+
+
+def test_version_1_records_of_the_previous_release_decode_as_not_settled() -> None:
+    """The value the release before state slots wrote (70 bytes): decoded with settled_slots 0, so the next copy
+    start reads the partition's whole chain of slots."""
+    key = encode_progress_key("orders", 3)
+    value = bytes.fromhex(
+        "0001"
+        + "00000000000004d2"
+        + "00000000000004af"
+        + "00000000000003e8"
+        + "00000002"
+        + "0000018bcfe56800"
+        + "000000000000007b00000000000001c8"
+        + "ff" * 16
+    )
+    decoded = decode_progress(key, value)
+    assert decoded == Progress("orders", 3, 1234, 1199, 1000, 2, 1700000000000, SOURCE_ID, REMOTE_ID)
+    assert decoded.settled_slots == 0
 
 
 @pytest.mark.parametrize(
@@ -98,6 +118,7 @@ def test_topic_id_text_round_trip(raw: bytes) -> None:
     copied=INT64,
     epoch=st.integers(0, 2**31 - 1),
     timestamp=st.integers(-(2**63), 2**63 - 1),
+    settled=st.integers(0, 2**31 - 1),
 )
 def test_round_trip(
     topic: str,
@@ -107,8 +128,9 @@ def test_round_trip(
     copied: int,
     epoch: int,
     timestamp: int,
+    settled: int,
 ) -> None:
-    p = Progress(topic, partition, next_upstream, downstream_end, copied, epoch, timestamp)
+    p = Progress(topic, partition, next_upstream, downstream_end, copied, epoch, timestamp, settled_slots=settled)
     key, value = encode_progress(p)
     assert key == encode_progress_key(topic, partition)
     assert decode_progress_key(key) == (topic, partition)
@@ -128,11 +150,13 @@ def test_round_trip(
 def test_out_of_range_fields_are_rejected(fields: tuple[str, int, int, int, int, int, int]) -> None:
     with pytest.raises(ValueError):
         Progress(*fields)
+    with pytest.raises(ValueError):
+        Progress("t", 0, 0, 0, 0, 0, 0, settled_slots=-1)
 
 
 def test_foreign_records_are_reported_clearly() -> None:
     key, value = encode_progress(Progress("orders", 0, 1, 1, 1, 0, 0))
-    with pytest.raises(MirrorflowError, match=r"version 7.*reads version 1.*upgrade Mirrorflow"):
+    with pytest.raises(MirrorflowError, match=r"version 7.*reads version 2.*upgrade Mirrorflow"):
         decode_progress(key, b"\x00\x07" + value[2:])
     with pytest.raises(MirrorflowError, match="truncated"):
         decode_progress(key, value[:-1])

@@ -43,6 +43,7 @@ class Store:
             t: [[] for _ in range(count)] for t in (PROGRESS, MAP)
         }
         self.seq = 0
+        self.reads: list[tuple[str, list[int]]] = []  # the copy's reads: (topic, slots)
 
     def grow(self, count: int) -> None:
         for parts in self.logs.values():
@@ -57,6 +58,7 @@ class Store:
         parts = self.logs[topic]
         kwargs["on_count"](len(parts)) if kwargs.get("on_count") else None
         wanted = kwargs["partitions"](len(parts))
+        self.reads.append((topic, list(wanted)))
         for p in wanted:
             for offset, (_s, key, value, txn) in enumerate(parts[p]):
                 if txn.state == "committed":
@@ -167,7 +169,7 @@ class Copy:
 
     def start(self) -> None:
         self.progress, pslots = copy_slots.load_progress(task())
-        stored, mslots = copy_slots.load_segments(task())
+        stored, mslots = copy_slots.load_segments(task(), copy_slots.settled_slots(self.progress))
         at = self.progress.next_upstream if self.progress else 0
         self.map = restore_map(stored, self.progress, at) if stored.runs else OffsetMap(start=at)
         self.slots = StateSlots(pslots, mslots)
@@ -292,6 +294,64 @@ def test_what_a_crash_leaves_below_is_finished_by_the_next_start_and_never_comes
     assert set(state.key_slots((TOPIC, PARTITION))) == {head_slot(TOPIC, PARTITION, 4)}
     assert state.progress_slots((TOPIC, PARTITION)) == [head_slot(TOPIC, PARTITION, 4)]
     copy.map.prune_below(copy.progress.next_upstream)  # retention takes every copied record
+    copy.batch(Writer(store, False))
+    after = SlottedState()
+    after.apply_segments(store.view(MAP, [store.seq] * 4))
+    runs = after.runs((TOPIC, PARTITION))
+    assert runs is not None and all(r.upstream_end > 1100 for r in runs.runs()), "no old run comes back"
+
+
+def live_below(store: Store) -> tuple[set[int], list[int]]:
+    """The slots where the partition's map keys and progress are live, as a reader of every slot sees them."""
+    state = SlottedState()
+    state.apply_segments(store.view(MAP, [store.seq] * 4))
+    state.apply_progress(store.view(PROGRESS, [store.seq] * 4))
+    return set(state.key_slots((TOPIC, PARTITION))), state.progress_slots((TOPIC, PARTITION))
+
+
+@pytest.mark.parametrize("transactional", [True, False], ids=["exactly-once", "at-least-once"])
+def test_once_the_move_is_durable_a_start_reads_the_head_slot_alone(
+    monkeypatch: pytest.MonkeyPatch, transactional: bool
+) -> None:
+    """The start cost of a settled partition is one slot per topic, whatever the slot count; until its move is
+    durable, every start reads the chain (what a crash left below must be found)."""
+    store, copy = old_layout(monkeypatch, transactional)
+    head = head_slot(TOPIC, PARTITION, 4)
+    store.reads = store.reads[-3:]
+    chain = sorted({0, head, head % 2})
+    assert store.reads == [(PROGRESS, [head]), (PROGRESS, chain), (MAP, chain)]  # the upgrade's first start
+    copy.batch(Writer(store, transactional))  # the move's first step: the chain is still read at a restart
+    store.reads.clear()
+    copy.start()
+    assert (MAP, chain) in store.reads and (PROGRESS, chain) in store.reads
+    copy.batch(Writer(store, transactional))
+    copy.batch(Writer(store, transactional))
+    store.reads.clear()
+    copy.start()
+    assert store.reads == [(PROGRESS, [head]), (MAP, [head])]
+    assert live_below(store) == ({head}, [head])
+    copy.batch(Writer(store, transactional))
+    assert_never_past(read(store, random.Random(3), store.seq), copy.pairs)
+    store.grow(8)  # a growth: the count no longer matches the settled one, so the chain is read again
+    store.reads.clear()
+    copy.start()
+    assert len(store.reads[-1][1]) > 1
+
+
+def test_a_refused_tombstone_below_keeps_the_partition_unsettled_for_the_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """At-least-once, the tombstones below are refused and the run commits again: that later progress must not
+    say settled (the next start would read the head alone and never tombstone what is left below, which comes
+    back for every reader of the flow once retention prunes the head's runs)."""
+    store, copy = old_layout(monkeypatch, False)
+    head = head_slot(TOPIC, PARTITION, 4)
+    copy.batch(Writer(store, False, refuse=lambda topic, slot: slot == 0))
+    copy.batch(Writer(store, False))
+    copy.batch(Writer(store, False))
+    copy.start()
+    copy.batch(Writer(store, False))
+    copy.batch(Writer(store, False))
+    assert live_below(store) == ({head}, [head])
+    copy.map.prune_below(copy.progress.next_upstream)
     copy.batch(Writer(store, False))
     after = SlottedState()
     after.apply_segments(store.view(MAP, [store.seq] * 4))

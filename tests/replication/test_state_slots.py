@@ -83,7 +83,8 @@ def copy_once(flow: Flow, topic: str, remote: str, partitions: int) -> int:
 def test_state_in_the_one_partition_topics_of_an_older_version_moves_to_its_slots_and_nothing_is_lost(
     write_config: Callable[..., MirrorConfig], kafka: KafkaKit, delivery: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """With slots switched on (`SLOTS_ON`, off by default until the review's findings are fixed)."""
+    """The upgrade: the first start reads the chain and moves the state up; once the move is durable, starts read
+    each partition's head slot alone."""
     monkeypatch.setattr(state_slots, "SLOTS_ON", True)
     flow, sep = own_flow(write_config, **{"mirrorflow.delivery": delivery})
     topic, partitions = kafka.topic("slots"), 6
@@ -131,6 +132,11 @@ def test_state_in_the_one_partition_topics_of_an_older_version_moves_to_its_slot
     for p in range(partitions):
         stored = Snapshot.decode(snapshots[snapshot_key(remote, p)]).values
         assert stored["byte-count"] == sum(len(v) for v in values[p]), "the byte count continues across the move"
+    asked = watch_reads(monkeypatch)
+    assert copy_once(flow, topic, remote, partitions) == 0
+    assert {(name, tuple(slots)) for name, slots in asked} == {
+        (name, (heads[p],)) for name in (progress_name, map_name, metrics_name) for p in range(partitions)
+    }, "settled: each start reads its head slot alone"
 
 
 @pytest.mark.integration
@@ -151,6 +157,17 @@ def test_a_copy_reads_only_its_own_chain_of_slots_of_each_state_topic(
     assert source.flush(30) == 0
     assert copy_once(flow, topic, remote, partitions) == partitions
 
+    asked = watch_reads(monkeypatch)
+    source.produce(topic, value=b"y", partition=5)
+    assert source.flush(30) == 0
+    task = plan_copy(flow, [SourcePartitions(topic, remote, partitions)], interval=True)[5]
+    assert copy_range(task).records == 1
+    head = [head_slot(topic, 5, 8)]  # settled there by the first run: not the chain (heads at 8, 4, 2 and 1 slots)
+    assert sorted(asked) == sorted((name, head) for name in state_topics(sep)), "its own head slot only"
+
+
+def watch_reads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, list[int]]]:
+    """The (state topic, slots) of every read the copy makes of its state from now on."""
     asked: list[tuple[str, list[int]]] = []
     real = copy_slots.read_to_end  # type: ignore[attr-defined]
 
@@ -165,10 +182,4 @@ def test_a_copy_reads_only_its_own_chain_of_slots_of_each_state_topic(
         return real(cluster, conf, name, **{**kwargs, "partitions": record})
 
     monkeypatch.setattr(copy_slots, "read_to_end", watched)
-    source.produce(topic, value=b"y", partition=5)
-    assert source.flush(30) == 0
-    task = plan_copy(flow, [SourcePartitions(topic, remote, partitions)], interval=True)[5]
-    assert copy_range(task).records == 1
-    chain = sorted(slot_chain(topic, 5, 8))  # its head and the heads it had at 4, 2 and 1 slots: at most 4 of 8
-    assert sorted(asked) == sorted((name, chain) for name in state_topics(sep)), "its own chain of slots only"
-    assert len(chain) < 8
+    return asked

@@ -7,14 +7,16 @@ mode it is written after the producer flush, so a crash re-copies at most the un
 Topic `mirrorflow-progress<sep><source><sep>internal` on the target (compacted; `progress_topic`), all
 integers big-endian and signed, strings as INT16 byte length + UTF-8 (MM2's encoding, docs/mm2-reference.md §2.2):
   key   = source topic STRING, partition INT32        (no version: it is the compaction identity)
-  value = version INT16 (= 1), next_upstream INT64, downstream_end INT64, records_copied INT64,
-          epoch INT32, timestamp_ms INT64, source_topic_id UUID, remote_topic_id UUID      (70 bytes)
+  value = version INT16 (= 2), next_upstream INT64, downstream_end INT64, records_copied INT64,
+          epoch INT32, timestamp_ms INT64, source_topic_id UUID, remote_topic_id UUID,
+          settled_slots INT32                                                             (74 bytes)
 A UUID is Kafka's topic ID as 16 raw bytes (KIP-516); all zeros means "not known" (Kafka never assigns the zero
 UUID): a broker older than topic IDs, or a record written before they were recorded. The IDs tell a topic that was
 deleted and re-created under the same name (a new ID) from the one whose progress this is, whatever its length.
 
-Version 0 (Mirrorflow before topic IDs) is the same value without the two UUIDs (38 bytes). It still decodes, with
-unknown IDs; the copy's next commit writes version 1 with the topics' current IDs, which is the whole migration.
+Version 0 (Mirrorflow before topic IDs) is the same value without the two UUIDs (38 bytes); version 1 (before state
+slots) without `settled_slots` (70 bytes). Both still decode, with unknown IDs and settled_slots 0; the copy's next
+commit writes version 2, which is the whole migration.
 Readers reject other versions rather than guess at their meaning; the key and version checks are the
 offset-map record's (core/record_codec.py).
 
@@ -33,9 +35,9 @@ from dataclasses import dataclass
 from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.core.record_codec import decode_topic_key, decode_versioned_value, encode_topic_key
 
-PROGRESS_FORMAT_VERSION = 1
+PROGRESS_FORMAT_VERSION = 2
 _INT32 = struct.Struct(">i")
-_VALUES = {0: struct.Struct(">hqqqiq"), 1: struct.Struct(">hqqqiq16s16s")}
+_VALUES = {0: struct.Struct(">hqqqiq"), 1: struct.Struct(">hqqqiq16s16s"), 2: struct.Struct(">hqqqiq16s16si")}
 _INT16 = struct.Struct(">h")
 _NO_ID = bytes(16)
 _URL_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
@@ -62,6 +64,10 @@ class Progress:
     timestamp_ms:   wall-clock time of the commit, epoch milliseconds.
     source_topic_id, remote_topic_id: Kafka's IDs of the source topic copied and of the remote topic written,
                     "" when not known (see the module docstring).
+    settled_slots:  the slot count of the progress and offset-map topics at which, with this record committed,
+                    all of the partition's progress and map state lies in its head slot (`core.state_slots`):
+                    a copy start that finds the topics at that count reads the head alone, not the chain below
+                    it. 0 when not known (state may lie below: read the whole chain).
     """
 
     topic: str
@@ -73,6 +79,7 @@ class Progress:
     timestamp_ms: int
     source_topic_id: str = ""
     remote_topic_id: str = ""
+    settled_slots: int = 0
 
     def __post_init__(self) -> None:
         if not self.topic:
@@ -81,6 +88,8 @@ class Progress:
             raise ValueError(f"partition {self.partition} out of INT32 range")
         if not 0 <= self.epoch <= _INT32_MAX:
             raise ValueError(f"epoch {self.epoch} out of INT32 range")
+        if not 0 <= self.settled_slots <= _INT32_MAX:
+            raise ValueError(f"settled_slots {self.settled_slots} out of INT32 range")
         for name in ("next_upstream", "downstream_end", "records_copied"):
             value = getattr(self, name)
             if not 0 <= value <= _INT64_MAX:
@@ -130,6 +139,7 @@ def encode_progress(progress: Progress) -> tuple[bytes, bytes]:
         progress.timestamp_ms,
         topic_id_bytes(progress.source_topic_id),
         topic_id_bytes(progress.remote_topic_id),
+        progress.settled_slots,
     )
     return encode_progress_key(progress.topic, progress.partition), value
 
@@ -147,11 +157,11 @@ def decode_progress(key: bytes, value: bytes) -> Progress:
     version = _INT16.unpack_from(value, 0)[0] if len(value) >= _INT16.size else PROGRESS_FORMAT_VERSION
     if version not in _VALUES:
         version = PROGRESS_FORMAT_VERSION  # refused below, naming the version this Mirrorflow writes
-    make = functools.partial(_from_v1 if version == 1 else Progress, topic, partition)
+    make = functools.partial(Progress if version == 0 else _with_ids, topic, partition)
     return decode_versioned_value(value, _VALUES[version], version, what, _bad_record, make)
 
 
-def _from_v1(
+def _with_ids(
     topic: str,
     partition: int,
     next_upstream: int,
@@ -161,6 +171,7 @@ def _from_v1(
     timestamp_ms: int,
     source_id: bytes,
     remote_id: bytes,
+    settled_slots: int = 0,
 ) -> Progress:
     return Progress(
         topic,
@@ -172,6 +183,7 @@ def _from_v1(
         timestamp_ms,
         topic_id_text(source_id),
         topic_id_text(remote_id),
+        settled_slots,
     )
 
 

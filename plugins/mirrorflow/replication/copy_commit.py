@@ -12,12 +12,14 @@ there from lower slots writes the map runs live only below first; the keys below
 copies at the head are durable (`copy_slots.Placement`): in a later transaction (exactly-once), or after the
 head's records are confirmed (at-least-once; a refused tombstone only leaves a copy that the head outranks, and
 is logged). Deletes go to the head at once and to the other slots the key lives in with the tombstones below.
+A progress whose commit leaves nothing of the partition below its heads says so (`Progress.settled_slots`), and
+later starts read the head slot alone.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from mirrorflow.core.errors import MirrorflowError
@@ -36,11 +38,33 @@ class StateSlots:
 
     progress: Placement
     offset_map: Placement
+    claimed: int = 0
+    """The `settled_slots` of the partition's progress as last committed (or read at start)."""
 
     @property
     def moving(self) -> bool:
         """Whether state of the partition still lies below its heads: the next commit moves it."""
         return self.progress.moving or self.offset_map.moving
+
+    def settled(self, transactional: bool) -> int:
+        """The slot count to record in the progress of the commit being written (`Progress.settled_slots`): the
+        count when, once this commit is durable, nothing of the partition is live below its heads, else 0.
+        Exactly-once, the commit's own transaction carries the copies up and the `ready` tombstones, so only
+        what waits for it (`after`) is left; at-least-once its tombstones are sent after it, so nothing may be
+        left at all."""
+        placements = (self.progress, self.offset_map)
+        if self.progress.count != self.offset_map.count or any(p.after or p.unsure for p in placements):
+            return 0
+        if not transactional and self.moving:
+            return 0
+        return self.progress.count
+
+    def owes_claim(self, transactional: bool) -> bool:
+        """Whether a commit would now record the partition as settled where its last progress did not (the
+        at-least-once move's tombstones are confirmed; a progress of an older version): one commit more, so
+        that later starts, even of an idle partition, read the head alone."""
+        settled = self.settled(transactional)
+        return settled > 0 and settled != self.claimed
 
 
 def commit_batch(
@@ -69,13 +93,15 @@ def commit_batch(
     if not writer.transactional and (changes.upserts or changes.deletes or slots.offset_map.copy_up):
         writer.flush()
         _check(task, refused, "its offset map", task.offset_map_topic)
-    key, value = encode_progress(progress)
+    settled = slots.settled(writer.transactional)
+    key, value = encode_progress(replace(progress, settled_slots=settled))
     writer.produce(task.progress_topic, slots.progress.head, key, value, on_delivery=on_delivery)
     if writer.transactional:
         _tombstone_below(writer, task, slots, on_delivery, ready_only=True)
     writer.commit()
     _check(task, refused, "its offset map or progress", task.progress_topic)
     offset_map.mark_flushed(changes)
+    slots.claimed = settled
     if slots.moving and not writer.transactional:
         _tombstone_below(writer, task, slots, on_delivery, ready_only=False)
         try:
@@ -83,6 +109,7 @@ def commit_batch(
         except MirrorflowError as err:
             refused.append(str(err))
         if refused:
+            slots.progress.unsure = slots.offset_map.unsure = True
             log.warning(
                 "flow %s: %s-%s: its state now lives in its head slots, but tombstoning the copy below failed "
                 "(%s); the head outranks it for every reader, and the next start tombstones it again",

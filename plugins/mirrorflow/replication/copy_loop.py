@@ -280,8 +280,10 @@ class CopyLoop:
         commit_batch(writer, task, offset_map, progress, self.slots)
         self.committed_to = consumed_to
         self.commits += 1
-        # A move of the partition's state up its slots ends with a second commit (`copy_slots`): owed at once.
-        self.pending, self.commit_start_first = self.slots.moving, False
+        # A move of the partition's state up its slots ends with a second commit (`copy_slots`), and the commit
+        # after it records the partition as settled: owed at once.
+        self.pending = self.slots.moving or self.slots.owes_claim(writer.transactional)
+        self.commit_start_first = False
         result.transactions += 1 if upstreams else 0
         if self.chain is not None:
             chain_totals(result, self.chain)

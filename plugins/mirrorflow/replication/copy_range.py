@@ -60,6 +60,7 @@ from mirrorflow.replication.copy_setup import (
     prune,
     resolve_start,
     restore_map,
+    settled_slots,
     start_metrics,
 )
 from mirrorflow.replication.copy_stall import CopyStalled
@@ -143,8 +144,9 @@ def _copy_range(
                 timeout_s=task.timeout_s,
                 stable=task.start_at_latest and task.read_committed,
             )
-            stored, map_slots = load_segments(task)
             progress, progress_slots = stored_progress.result()
+            # After the progress: a progress settled at the map's slot count spares the read of the slots below.
+            stored, map_slots = load_segments(task, settled_slots(progress))
             found = bounds.result()
             bytes_before = metric_bytes.result()
             synced = newest_sync.result()
@@ -155,16 +157,26 @@ def _copy_range(
     # reader's isolation puts the latest record (a read_committed reader: the last stable offset).
     log_end = found.last_stable if progress is None else found.high_watermark
     bounds_found = (found.log_start, log_end)
-    slots = StateSlots(progress_slots, map_slots)
+    slots = StateSlots(progress_slots, map_slots, claimed=settled_slots(progress))
     return _copy(
         task, writer, (progress, stored, slots), bounds_found, synced, bytes_before, on_batch, (stop, idle_limit_s)
     )
 
 
-def _owes_commit(offset_map: OffsetMap, held_syncs: list[tuple[int, int]], upgrade: bool, slots: StateSlots) -> bool:
+def _owes_commit(
+    task: CopyTask,
+    offset_map: OffsetMap,
+    held_syncs: list[tuple[int, int]],
+    progress: Progress | None,
+    identity: tuple[str, str],
+    slots: StateSlots,
+) -> bool:
     """Whether the range commits once even with nothing to copy: pruned runs to tombstone (with their held
-    offset syncs), topic IDs to record in the progress, or state to move up its slots (`copy_slots`)."""
-    return bool(held_syncs) or bool(offset_map.unflushed().deletes) or upgrade or slots.moving
+    offset syncs), topic IDs to record in the progress, state to move up its slots, or a progress to record as
+    settled there (`copy_slots`)."""
+    owed = bool(held_syncs) or bool(offset_map.unflushed().deletes) or slots.moving
+    upgrade = identity_upgrade_pending(progress, identity) or slots.owes_claim(task.exactly_once)
+    return owed or (progress is not None and upgrade)
 
 
 def _after(first: Future[Any], fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -202,7 +214,7 @@ def _copy(
             syncs = OffsetSyncWriter(task)
             healed = syncs.heal(offset_map, synced, lag)  # before this run's syncs, and before pruning
         held_syncs = prune(offset_map, log_start, lag) or []
-        pending = _owes_commit(offset_map, held_syncs, identity_upgrade_pending(progress, identity), slots)
+        pending = _owes_commit(task, offset_map, held_syncs, progress, identity, slots)
         # A first start "at latest" commits its start at once, even with nothing to copy: the next run resumes
         # there, and records written meanwhile are copied (each run would otherwise start at its own latest).
         # It commits that start before it reads anything, so an attempt that fails before its first commit of

@@ -14,12 +14,13 @@ from mirrorflow.core.transforms import TransformChain
 from mirrorflow.kafka.clients import admin_client
 from mirrorflow.kafka.metrics_store import MetricsPublisher, ensure_metrics_topic
 from mirrorflow.kafka.topics import NewTopicSpec, create_topics
-from mirrorflow.replication.copy_slots import Placement, load_progress, load_segments, load_snapshot
+from mirrorflow.replication.copy_slots import Placement, load_progress, load_segments, load_snapshot, settled_slots
 from mirrorflow.replication.copy_task import CopyResult, CopyTask
 from mirrorflow.replication.metrics import PartitionMetrics, Snapshot, snapshot_key
 from mirrorflow.replication.state_records import StoredSegments
 
-__all__ = ["load_progress", "load_segments"]  # read here by the copy; kept where they live (`copy_slots`)
+# Read here by the copy; kept where they live (`copy_slots`).
+__all__ = ["load_progress", "load_segments", "settled_slots"]
 
 log = logging.getLogger(__name__)
 

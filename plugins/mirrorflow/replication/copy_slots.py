@@ -8,8 +8,12 @@ that no reader ever sees a run missing (`state_records.SlottedState` has the rea
 2. the keys below whose copy at the head is durable are tombstoned: at the next commit in exactly-once mode (a
    later transaction than the copies), once the head's records are confirmed in at-least-once mode. Keys found
    at the head already (a move a crash cut short) are tombstoned below at the first commit.
-Every start reads the whole chain, so what a crash leaves below is found and finished by the next start, and a
-copy that moved its state commits a second time at once (`CopyLoop`), so the move ends within the run. Deletes
+A start reads the whole chain until a commit records the partition as settled (`Progress.settled_slots`: with
+that commit durable, nothing of its progress or map is live below its head at that slot count); from then on a
+start that finds the topics at that count reads the head slot alone, so its cost stays O(the partitions sharing
+one slot) however many slots the flow has. What a crash leaves below is found by the next start, which reads the
+chain because no settled progress covers it, and a copy that moved its state commits a second time at once
+(`CopyLoop`), so the move ends within the run. Deletes
 (pruned runs, rewound runs, stale keys) go to every slot the key is live in: at the head at once, below with
 the tombstones of step 2 (a delete below seen without the head's record that replaces it would be a hole).
 
@@ -54,6 +58,9 @@ class Placement:
     """Keys below that the next commit copies up: tombstoned once that commit is durable."""
     key_slots: dict[int, list[int]] = field(default_factory=dict)
     """Map keys live below the head: {key: slots}; a delete of the key goes there too."""
+    unsure: bool = False
+    """A tombstone below was refused (at-least-once): this run never records the partition as settled, so the
+    next start reads the chain again and tombstones it then."""
 
     @property
     def moving(self) -> bool:
@@ -66,14 +73,20 @@ class Placement:
 
 def load_progress(task: CopyTask) -> tuple[Progress | None, Placement]:
     """The committed progress of the task's partition (the highest slot's), read after fencing so it is final,
-    and its placement. `read_to_end` reads to the true end, waiting for other tasks' open transactions on the
-    shared slots: a progress record of ours committed after one of them is never missed (that would copy again
-    what was committed). This and `load_segments` may run in parallel and still form one cut: after fencing, no
-    writer can change this partition's progress or segments between the two reads. A tombstone (`mirrorflow
-    reset`) means no progress."""
+    and its placement. The head slot is read first: a progress there settled at the topic's current count (see
+    the module) is the answer. Otherwise the whole chain is read. `read_to_end` reads to the true end, waiting
+    for other tasks' open transactions on the shared slots: a progress record of ours committed after one of
+    them is never missed (that would copy again what was committed). After fencing, no writer can change this
+    partition's progress or segments, so `load_segments`, given the settled count found here, reads the same
+    cut. A tombstone (`mirrorflow reset`) means no progress."""
     tp = (task.topic, task.partition)
+    head = SlottedState()
+    placement = _read_chain(task, task.progress_topic, _progress_of(head, tp), head_only=_always)
+    found = head.progress().get(tp)
+    if found is not None and found.settled_slots == placement.count:
+        return found, placement
     state = SlottedState()
-    placement = _read_chain(task, task.progress_topic, lambda records: state.apply_progress(records, topics=[tp[0]]))
+    placement = _read_chain(task, task.progress_topic, _progress_of(state, tp))
     slots = state.progress_slots(tp)
     below = {slot: [encode_progress_key(*tp)] for slot in slots if slot != placement.head}
     if placement.head in slots:
@@ -83,15 +96,27 @@ def load_progress(task: CopyTask) -> tuple[Progress | None, Placement]:
     return state.progress().get(tp), placement
 
 
-def load_segments(task: CopyTask) -> tuple[StoredSegments, Placement]:
+def settled_slots(progress: Progress | None) -> int:
+    """The slot count at which `progress` (as `load_progress` returned it) says the partition's map lies wholly
+    at its head; 0: read the whole chain."""
+    return 0 if progress is None else progress.settled_slots
+
+
+def load_segments(task: CopyTask, settled: int = 0) -> tuple[StoredSegments, Placement]:
     """This partition's stored offset-map runs, the union over its slots applied as every reader applies them
-    (`state_records`), and their placement. A segment cuts the older ones it overlaps: keeping the latest record
+    (`state_records`), and their placement; the head slot alone when the topic has `settled` slots (the
+    progress' `settled_slots`, see the module). A segment cuts the older ones it overlaps: keeping the latest record
     per key instead would, after an at-least-once crash that delivered only part of one commit's map records,
     keep an older segment that overlaps a newer one, and `OffsetMap.restore` would refuse the pair at every
     restart. Keys live somewhere that the union does not hold are stale: tombstoned wherever they live."""
     tp = (task.topic, task.partition)
     state = SlottedState()
-    placement = _read_chain(task, task.offset_map_topic, lambda records: state.apply_segments(records, topics=[tp[0]]))
+    placement = _read_chain(
+        task,
+        task.offset_map_topic,
+        lambda records: state.apply_segments(records, topics=[tp[0]]),
+        head_only=lambda count: count == settled,
+    )
     union = state.runs(tp)
     runs = [] if union is None else union.runs()
     live = {run.upstream_start for run in runs}
@@ -115,7 +140,9 @@ def load_segments(task: CopyTask) -> tuple[StoredSegments, Placement]:
 
 def load_snapshot(task: CopyTask, topic: str, key: bytes) -> tuple[bytes | None, Placement]:
     """The partition's latest metrics snapshot (`key`) in metrics topic `topic`, from the highest slot of its
-    chain that holds one, and its placement (the snapshots below the head are tombstoned by the publisher)."""
+    chain that holds one, and its placement (the snapshots below the head are tombstoned by the publisher). A
+    snapshot at the head outranks any below, so the chain is read only when the head has none; one left below by
+    a publisher that died before retiring it then stays, outranked (one small record per partition and growth)."""
     found: dict[int, bytes | None] = {}
 
     def apply(records: Iterator[SlotRecord]) -> None:
@@ -123,22 +150,42 @@ def load_snapshot(task: CopyTask, topic: str, key: bytes) -> tuple[bytes | None,
             if k == key:
                 found[slot] = value
 
+    placement = _read_chain(task, topic, apply, read_committed=False, head_only=_always)
+    if found.get(placement.head) is not None:
+        return found[placement.head], placement
+    found.clear()
     placement = _read_chain(task, topic, apply, read_committed=False)
     live = {slot: value for slot, value in found.items() if value is not None}
     placement.after = {slot: [key] for slot in live if slot != placement.head}
     return newest(live), placement
 
 
+def _always(_count: int) -> bool:
+    return True
+
+
+def _progress_of(state: SlottedState, tp: tuple[str, int]) -> Callable[[Iterator[SlotRecord]], object]:
+    return lambda records: state.apply_progress(records, topics=[tp[0]])
+
+
 def _read_chain(
-    task: CopyTask, topic: str, apply: Callable[[Iterator[SlotRecord]], object], *, read_committed: bool = True
+    task: CopyTask,
+    topic: str,
+    apply: Callable[[Iterator[SlotRecord]], object],
+    *,
+    read_committed: bool = True,
+    head_only: Callable[[int], bool] = lambda _count: False,
 ) -> Placement:
-    """Read the partition's chain of slots of `topic` (ascending, as every reader does); its placement."""
+    """Read the partition's chain of slots of `topic` (ascending, as every reader does), or only its head slot
+    when `head_only(count)` holds for the count the metadata gives; its placement."""
     counts: list[int] = []
 
     def chain(count: int) -> list[int]:
         count = check_count(count, topic)
         if count < task.state_partitions:
             raise _BehindPlan(count)
+        if head_only(count):
+            return [head_slot(task.topic, task.partition, count)]
         return sorted(slot_chain(task.topic, task.partition, count))
 
     deadline = time.monotonic() + COUNT_WAIT_S
