@@ -18,7 +18,8 @@ from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.core.offset_map import Segment, encode_segment, offset_map_topic
 from mirrorflow.core.progress import Progress, encode_progress, progress_topic
 from mirrorflow.kafka.client_logs import with_logger
-from mirrorflow.kafka.compacted_log import CompactedTail
+from mirrorflow.kafka.compacted_log import LogReader, OpenTransactionError
+from mirrorflow.kafka.compacted_tail import CompactedTail
 from mirrorflow.replication.metrics import flow_views
 from mirrorflow.replication.offset_translation import read_offset_maps
 from mirrorflow.replication.state_tail import OffsetMapTail
@@ -44,6 +45,36 @@ def tail(kafka: KafkaKit) -> Iterator[CompactedTail]:
     reader = CompactedTail("B", {"bootstrap.servers": kafka.bootstrap("B")}, timeout_s=30.0, wait_s=10.0)
     yield reader
     reader.close()
+
+
+def test_one_log_reader_reads_slot_after_slot_each_to_its_end_then(kafka: KafkaKit) -> None:
+    """A copy start reads its state slots one after the other through one `LogReader`: each read ends at the true
+    end taken when it starts (records added between reads are in the next one), a read blocked by an open
+    transaction fails clearly, and the same reader then reads on once the transaction is over."""
+    topic = kafka.topic("logreader")
+    create_topic(kafka.admin("B"), topic, 4)
+    producer = Producer(with_logger({"bootstrap.servers": kafka.bootstrap("B")}))
+    for p in range(4):
+        producer.produce(topic, key=b"k", value=f"first-{p}".encode(), partition=p)
+    assert producer.flush(30) == 0
+    counts: list[int] = []
+    with LogReader("B", {"bootstrap.servers": kafka.bootstrap("B")}, timeout_s=30.0, wait_s=3.0) as reader:
+
+        def read(slots: list[int]) -> list[tuple[int, bytes | None]]:
+            return [(p, v) for p, _o, _k, v, _ts in reader.read(topic, partitions=slots, on_count=counts.append)]
+
+        assert read([3]) == [(3, b"first-3")]
+        producer.produce(topic, key=b"k", value=b"second-3", partition=3)
+        assert producer.flush(30) == 0
+        assert read([0, 3]) == [(0, b"first-0"), (3, b"first-3"), (3, b"second-3")]
+        held = open_transaction(kafka, topic, 1)
+        producer.produce(topic, key=b"k", value=b"after-the-open-one", partition=1)
+        assert producer.flush(30) == 0
+        with pytest.raises(OpenTransactionError, match=f"{topic}-1"):
+            read([1])
+        held.commit_transaction(30)
+        assert read([1]) == [(1, b"first-1"), (1, None), (1, b"after-the-open-one")]
+    assert counts == [4, 4, 4, 4]
 
 
 def test_a_tail_reads_a_recreated_topic_from_its_start(kafka: KafkaKit, tail: CompactedTail) -> None:

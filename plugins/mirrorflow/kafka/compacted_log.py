@@ -22,10 +22,8 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, S
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from mirrorflow.core.errors import MirrorflowError
-from mirrorflow.kafka.clients import admin_client
 from mirrorflow.kafka.clients import consumer as make_consumer
 from mirrorflow.kafka.operation_error import KafkaOperationError
-from mirrorflow.kafka.topics import topic_ids
 
 OPEN_TRANSACTION_WAIT_S = 90.0
 """How long a read waits without progress for open transactions to end. A killed copy task's transaction is
@@ -74,6 +72,85 @@ def latest_values(records: Iterable[tuple[int, int, bytes | None, bytes | None, 
     return latest
 
 
+class LogReader:
+    """Reads to the true end through one pair of clients, as often as needed: a copy start reads several state
+    topics and slots one after the other, and each new client pays its connections and metadata again (about
+    0.1-0.2 s on a local broker, far more than the records of a state slot). The reader, and for a
+    read_committed reader a read_uncommitted twin that asks the true ends, live until `close`; between reads
+    nothing is assigned. Not for concurrent use."""
+
+    def __init__(
+        self,
+        cluster: str,
+        conf: Mapping[str, str],
+        *,
+        read_committed: bool = True,
+        timeout_s: float = 60.0,
+        wait_s: float = OPEN_TRANSACTION_WAIT_S,
+    ) -> None:
+        self.cluster, self._conf, self._timeout_s, self._wait_s = cluster, conf, timeout_s, wait_s
+        self._reader = make_consumer(
+            conf,
+            **{
+                "enable.partition.eof": True,
+                "isolation.level": "read_committed" if read_committed else "read_uncommitted",
+                "auto.offset.reset": "earliest",
+                # consume() waits its whole timeout unless the batch fills; short waits keep small reads fast.
+                "fetch.wait.max.ms": 50,
+            },
+        )
+        self._asker: Consumer | None = None if read_committed else self._reader
+
+    def read(
+        self,
+        topic: str,
+        *,
+        partitions: Sequence[int] | Callable[[int], Sequence[int]] | None = None,
+        require: bool = False,
+        on_count: Callable[[int], None] | None = None,
+    ) -> Iterator[tuple[int, int, bytes | None, bytes | None, int]]:
+        """`read_to_end` of `topic` through this reader's clients."""
+        try:
+            metadata = self._reader.list_topics(topic, timeout=self._timeout_s).topics.get(topic)
+            if metadata is None or metadata.error is not None:
+                if metadata is not None and metadata.error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                    raise KafkaOperationError(self.cluster, f"reading topic '{topic}'", metadata.error)
+                if require:
+                    raise MissingTopicError(self.cluster, topic, "it is needed here")
+                if on_count is not None:
+                    on_count(0)
+                return
+            if on_count is not None:
+                on_count(len(metadata.partitions))
+            if callable(partitions):
+                partitions = partitions(len(metadata.partitions))
+            # Ascending, always: readers of the state slots rely on taking lower slots' ends first (`state_records`).
+            wanted = sorted(metadata.partitions) if partitions is None else sorted(partitions)
+            if self._asker is None:
+                self._asker = make_consumer(self._conf, **{"isolation.level": "read_uncommitted"})
+            ends = _true_ends(self._asker, topic, wanted, self._timeout_s)
+            if not ends:
+                return
+            self._reader.assign([TopicPartition(topic, p, 0) for p in ends])
+            try:
+                yield from consume_to(self._reader, self.cluster, topic, ends, self._wait_s)
+            finally:
+                self._reader.unassign()
+        except KafkaException as err:
+            raise KafkaOperationError(self.cluster, f"reading topic '{topic}'", err) from err
+
+    def close(self) -> None:
+        if self._asker is not None and self._asker is not self._reader:
+            self._asker.close()
+        self._reader.close()
+
+    def __enter__(self) -> LogReader:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+
 def read_to_end(
     cluster: str,
     conf: Mapping[str, str],
@@ -85,68 +162,46 @@ def read_to_end(
     wait_s: float = OPEN_TRANSACTION_WAIT_S,
     require: bool = False,
     on_count: Callable[[int], None] | None = None,
+    via: LogReader | None = None,
 ) -> Iterator[tuple[int, int, bytes | None, bytes | None, int]]:
     """Yield (partition, offset, key, value, timestamp_ms) of every record below each partition's high
     watermark at the call; nothing if the topic is absent, unless `require` (then `MissingTopicError`).
     `partitions` (default all) may be chosen from the topic's partition count, which `on_count` is told (0 when
     the topic is absent): the state topics' slots depend on it. `timeout_s` bounds each metadata request,
-    `wait_s` a stretch without progress (see the module docstring)."""
-    reader = make_consumer(
-        conf,
-        **{
-            "enable.partition.eof": True,
-            "isolation.level": "read_committed" if read_committed else "read_uncommitted",
-            "auto.offset.reset": "earliest",
-            # consume() waits its whole timeout unless the batch fills; short waits keep small reads fast.
-            "fetch.wait.max.ms": 50,
-        },
-    )
-    try:
-        metadata = reader.list_topics(topic, timeout=timeout_s).topics.get(topic)
-        if metadata is None or metadata.error is not None:
-            if metadata is not None and metadata.error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
-                raise KafkaOperationError(cluster, f"reading topic '{topic}'", metadata.error)
-            if require:
-                raise MissingTopicError(cluster, topic, "it is needed here")
-            if on_count is not None:
-                on_count(0)
-            return
-        if on_count is not None:
-            on_count(len(metadata.partitions))
-        if callable(partitions):
-            partitions = partitions(len(metadata.partitions))
-        # Ascending, always: readers of the state slots rely on taking lower slots' ends first (`state_records`).
-        wanted = sorted(metadata.partitions) if partitions is None else sorted(partitions)
-        ends = _true_ends(conf, reader if not read_committed else None, topic, wanted, timeout_s)
-        if not ends:
-            return
-        reader.assign([TopicPartition(topic, p, 0) for p in ends])
-        yield from _consume_to(reader, cluster, topic, ends, wait_s)
-    except KafkaException as err:
-        raise KafkaOperationError(cluster, f"reading topic '{topic}'", err) from err
-    finally:
-        reader.close()
+    `wait_s` a stretch without progress (see the module docstring). `via` reads through a `LogReader` the caller
+    keeps open (its own isolation, timeout and wait then apply) instead of clients made for this read."""
+    if via is not None:
+        yield from via.read(topic, partitions=partitions, require=require, on_count=on_count)
+        return
+    with LogReader(cluster, conf, read_committed=read_committed, timeout_s=timeout_s, wait_s=wait_s) as reader:
+        yield from reader.read(topic, partitions=partitions, require=require, on_count=on_count)
 
 
-def _true_ends(
-    conf: Mapping[str, str], uncommitted: Consumer | None, topic: str, partitions: Sequence[int], timeout_s: float
-) -> dict[int, int]:
-    """High watermark per non-empty partition, asked read_uncommitted (a read_committed consumer's answer is the
-    last stable offset): `uncommitted` when the reader is one already, else a short-lived one."""
-    asker = uncommitted or make_consumer(conf, **{"isolation.level": "read_uncommitted"})
-    try:
-        ends: dict[int, int] = {}
-        for p in partitions:
-            low, high = asker.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s, cached=False)
-            if high > low:
-                ends[p] = high
-        return ends
-    finally:
-        if uncommitted is None:
-            asker.close()
+_MOVING_LEADER = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE}
+"""Answers about a partition whose leader is changing (a topic just created or grown, a broker restarting):
+asked again until the timeout, as librdkafka's own fetcher would."""
 
 
-def _consume_to(
+def _true_ends(asker: Consumer, topic: str, partitions: Sequence[int], timeout_s: float) -> dict[int, int]:
+    """High watermark per non-empty partition, asked by a read_uncommitted consumer (a read_committed consumer's
+    answer is the last stable offset)."""
+    ends: dict[int, int] = {}
+    deadline = time.monotonic() + timeout_s
+    for p in partitions:
+        while True:
+            try:
+                low, high = asker.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s, cached=False)
+                break
+            except KafkaException as err:
+                if err.args[0].code() not in _MOVING_LEADER or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.1)
+        if high > low:
+            ends[p] = high
+    return ends
+
+
+def consume_to(
     reader: Consumer,
     cluster: str,
     topic: str,
@@ -190,127 +245,6 @@ def _consume_to(
             stalled_since = time.monotonic()
         elif time.monotonic() - stalled_since > wait_s:
             raise _blocked(cluster, topic, pending, reached, wait_s, stable_below, notices)
-
-
-class CompactedTail:
-    """Reads partitions of internal topics to their true end again and again, each time only what was added
-    since the last read (MM2's OffsetSyncStore and Kafka Connect's offset store load once, then tail).
-
-    Same rules as `read_to_end`: the end is the high watermark when a read starts, open transactions are waited
-    out for `wait_s`. A topic never seen is empty while it does not exist. A topic that was read before and is
-    gone now (deleted, or a metadata answer that lost it) fails the read with `MissingTopicError`: returning
-    nothing would leave the caller with a view it cannot tell is incomplete. A topic that was deleted and
-    re-created (a new topic ID, or an end below the position already read) is read again from its start, and
-    `read_new` says so: the caller must drop everything it built from the old topic and read again from the
-    start (`forget`), since its other topics may have been re-created too. Between reads nothing is assigned, so
-    the client neither prefetches nor queues errors for partitions no one reads.
-    """
-
-    def __init__(
-        self, cluster: str, conf: Mapping[str, str], *, timeout_s: float, wait_s: float = OPEN_TRANSACTION_WAIT_S
-    ) -> None:
-        self.cluster, self._timeout_s, self._wait_s = cluster, timeout_s, wait_s
-        settings: dict[str, str | int | bool] = {
-            "enable.partition.eof": True,
-            "isolation.level": "read_committed",
-            "auto.offset.reset": "earliest",
-            "fetch.wait.max.ms": 50,
-        }
-        self._reader = make_consumer(conf, **settings)
-        self._asker = make_consumer(conf, **{"isolation.level": "read_uncommitted"})
-        self._admin = admin_client(conf)
-        self._positions: dict[tuple[str, int], int] = {}
-        self._topic_ids: dict[str, str] = {}
-        self.records_read = 0
-        """Records delivered so far, all reads together (what tailing saves shows here)."""
-
-    def forget(self, topic: str) -> None:
-        """Read `topic` from its start next time, as if it had never been read."""
-        self._topic_ids.pop(topic, None)
-        for key in [k for k in self._positions if k[0] == topic]:
-            del self._positions[key]
-
-    def read_new(self, topic: str, partition: int) -> tuple[bool, list[tuple[bytes | None, bytes | None]]]:
-        """(restarted, the (key, value) records added since the last call, in log order); when restarted, the
-        records are the re-created topic's from its start."""
-        restarted = self._recreated(topic, self.has_read(topic, partition))
-        again, found = self._read_partition(topic, partition)
-        return restarted or again, found
-
-    def read_new_all(self, topic: str) -> tuple[bool, list[tuple[int, bytes | None, bytes | None]]]:
-        """`read_new` for every partition of `topic` (one topic-ID check): (restarted, (partition, key, value)
-        records, each partition's in log order). A topic read before that is gone fails as in `read_new`."""
-        seen = any(key[0] == topic for key in self._positions)
-        restarted = self._recreated(topic, seen)
-        try:
-            metadata = self._admin.list_topics(topic, timeout=self._timeout_s).topics.get(topic)
-        except KafkaException as err:
-            raise KafkaOperationError(self.cluster, f"reading the partitions of {topic}", err) from err
-        count = 0 if metadata is None or metadata.error is not None else len(metadata.partitions)
-        if count == 0 and seen and not restarted:
-            raise MissingTopicError(self.cluster, topic, "it was read before")
-        found: list[tuple[int, bytes | None, bytes | None]] = []
-        for partition in range(count):
-            again, records = self._read_partition(topic, partition)
-            restarted = restarted or again
-            found.extend((partition, key, value) for key, value in records)
-        return restarted, found
-
-    def _read_partition(self, topic: str, partition: int) -> tuple[bool, list[tuple[bytes | None, bytes | None]]]:
-        seen = self.has_read(topic, partition)
-        restarted = False
-        at = self._positions.get((topic, partition), 0)
-        try:
-            low, high = self._asker.get_watermark_offsets(
-                TopicPartition(topic, partition), timeout=self._timeout_s, cached=False
-            )
-        except KafkaException as err:
-            if err.args[0].code() not in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION):
-                raise KafkaOperationError(self.cluster, f"reading the end of {topic}-{partition}", err) from err
-            if seen:
-                raise MissingTopicError(self.cluster, topic, f"partition {partition} was read before") from err
-            return restarted, []
-        if high < at:  # re-created without a topic ID to tell (an older broker): the end went backwards
-            restarted, at = True, 0
-            self.forget(topic)
-        if high <= max(at, low):
-            self._positions[(topic, partition)] = max(at, high)
-            return restarted, []
-        self._reader.assign([TopicPartition(topic, partition, at)])
-        try:
-            found = [
-                (key, value)
-                for _p, _o, key, value, _ts in _consume_to(
-                    self._reader, self.cluster, topic, {partition: high}, self._wait_s, {partition: at}
-                )
-            ]
-        except KafkaException as err:
-            raise KafkaOperationError(self.cluster, f"reading {topic}-{partition}", err) from err
-        finally:
-            self._reader.unassign()
-        self._positions[(topic, partition)] = high
-        self.records_read += len(found)
-        return restarted, found
-
-    def has_read(self, topic: str, partition: int) -> bool:
-        """Whether `topic`-`partition` existed at a read since it was last forgotten."""
-        return (topic, partition) in self._positions
-
-    def _recreated(self, topic: str, seen: bool) -> bool:
-        """Whether `topic` has a topic ID other than the one it had when read before (KIP-516); if so it is
-        forgotten. Remembers the ID; an unknown one (an older broker, no describe permission) never differs."""
-        now = topic_ids(self._admin, self.cluster, [topic], self._timeout_s).get(topic)
-        before = self._topic_ids.get(topic)
-        changed = seen and bool(before) and bool(now) and before != now
-        if changed:
-            self.forget(topic)
-        if now:
-            self._topic_ids[topic] = now
-        return changed
-
-    def close(self) -> None:
-        self._reader.close()
-        self._asker.close()
 
 
 def _blocked(

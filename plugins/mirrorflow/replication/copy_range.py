@@ -55,8 +55,7 @@ from mirrorflow.replication.copy_setup import (
     check_identity,
     identity_upgrade_pending,
     load_metric_bytes,
-    load_progress,
-    load_segments,
+    load_state,
     prune,
     resolve_start,
     restore_map,
@@ -129,13 +128,13 @@ def _copy_range(
         try:
             metric_bytes = pool.submit(load_metric_bytes, task)  # after the fence: a predecessor's last snapshot
             newest_sync = pool.submit(newest_offset_sync, task)
-            stored_progress = pool.submit(load_progress, task)
+            stored_state = pool.submit(load_state, task)
             # The source bounds after the progress: a predecessor still running until the fence above (the run
             # this one hands over from, or a zombie) commits a progress beyond a log end read any earlier, which
             # would look like a re-created source topic.
             bounds = pool.submit(
                 _after,
-                stored_progress,
+                stored_state,
                 partition_bounds,
                 task.source,
                 task.source_consumer,
@@ -144,9 +143,7 @@ def _copy_range(
                 timeout_s=task.timeout_s,
                 stable=task.start_at_latest and task.read_committed,
             )
-            progress, progress_slots = stored_progress.result()
-            # After the progress: a progress settled at the map's slot count spares the read of the slots below.
-            stored, map_slots = load_segments(task, settled_slots(progress))
+            progress, progress_slots, stored, map_slots = stored_state.result()
             found = bounds.result()
             bytes_before = metric_bytes.result()
             synced = newest_sync.result()

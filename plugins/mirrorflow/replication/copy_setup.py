@@ -14,13 +14,20 @@ from mirrorflow.core.transforms import TransformChain
 from mirrorflow.kafka.clients import admin_client
 from mirrorflow.kafka.metrics_store import MetricsPublisher, ensure_metrics_topic
 from mirrorflow.kafka.topics import NewTopicSpec, create_topics
-from mirrorflow.replication.copy_slots import Placement, load_progress, load_segments, load_snapshot, settled_slots
+from mirrorflow.replication.copy_slots import (
+    Placement,
+    load_progress,
+    load_segments,
+    load_snapshot,
+    load_state,
+    settled_slots,
+)
 from mirrorflow.replication.copy_task import CopyResult, CopyTask
 from mirrorflow.replication.metrics import PartitionMetrics, Snapshot, snapshot_key
 from mirrorflow.replication.state_records import StoredSegments
 
 # Read here by the copy; kept where they live (`copy_slots`).
-__all__ = ["load_progress", "load_segments", "settled_slots"]
+__all__ = ["load_progress", "load_segments", "load_state", "settled_slots"]
 
 log = logging.getLogger(__name__)
 

@@ -26,12 +26,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.core.offset_map import Segment, encode_segment_key
 from mirrorflow.core.progress import Progress, encode_progress_key
 from mirrorflow.core.state_slots import check_count, head_slot, newest, slot_chain
-from mirrorflow.kafka.compacted_log import OPEN_TRANSACTION_WAIT_S, read_to_end
+from mirrorflow.kafka.compacted_log import OPEN_TRANSACTION_WAIT_S, LogReader, read_to_end
 from mirrorflow.replication.copy_task import CopyTask
 from mirrorflow.replication.state_records import SlotRecord, SlottedState, StoredSegments
 
@@ -71,7 +72,7 @@ class Placement:
         self.copy_up, self.ready, self.after = [], self.after, {}
 
 
-def load_progress(task: CopyTask) -> tuple[Progress | None, Placement]:
+def load_progress(task: CopyTask, via: LogReader | None = None) -> tuple[Progress | None, Placement]:
     """The committed progress of the task's partition (the highest slot's), read after fencing so it is final,
     and its placement. The head slot is read first: a progress there settled at the topic's current count (see
     the module) is the answer. Otherwise the whole chain is read. `read_to_end` reads to the true end, waiting
@@ -81,12 +82,12 @@ def load_progress(task: CopyTask) -> tuple[Progress | None, Placement]:
     cut. A tombstone (`mirrorflow reset`) means no progress."""
     tp = (task.topic, task.partition)
     head = SlottedState()
-    placement = _read_chain(task, task.progress_topic, _progress_of(head, tp), head_only=_always)
+    placement = _read_chain(task, task.progress_topic, _progress_of(head, tp), head_only=_always, via=via)
     found = head.progress().get(tp)
     if found is not None and found.settled_slots == placement.count:
         return found, placement
     state = SlottedState()
-    placement = _read_chain(task, task.progress_topic, _progress_of(state, tp))
+    placement = _read_chain(task, task.progress_topic, _progress_of(state, tp), via=via)
     slots = state.progress_slots(tp)
     below = {slot: [encode_progress_key(*tp)] for slot in slots if slot != placement.head}
     if placement.head in slots:
@@ -96,13 +97,31 @@ def load_progress(task: CopyTask) -> tuple[Progress | None, Placement]:
     return state.progress().get(tp), placement
 
 
+class LoadedState(NamedTuple):
+    """What a copy start reads of its progress and map (`load_state`)."""
+
+    progress: Progress | None
+    progress_placement: Placement
+    segments: StoredSegments
+    map_placement: Placement
+
+
+def load_state(task: CopyTask) -> LoadedState:
+    """`load_progress`, then `load_segments` with the settled count it found, through one reader (a start pays
+    one reader's connections, not one per read)."""
+    with LogReader(task.target, task.target_consumer, timeout_s=task.timeout_s) as via:
+        progress, progress_placement = load_progress(task, via)
+        segments, map_placement = load_segments(task, settled_slots(progress), via)
+    return LoadedState(progress, progress_placement, segments, map_placement)
+
+
 def settled_slots(progress: Progress | None) -> int:
     """The slot count at which `progress` (as `load_progress` returned it) says the partition's map lies wholly
     at its head; 0: read the whole chain."""
     return 0 if progress is None else progress.settled_slots
 
 
-def load_segments(task: CopyTask, settled: int = 0) -> tuple[StoredSegments, Placement]:
+def load_segments(task: CopyTask, settled: int = 0, via: LogReader | None = None) -> tuple[StoredSegments, Placement]:
     """This partition's stored offset-map runs, the union over its slots applied as every reader applies them
     (`state_records`), and their placement; the head slot alone when the topic has `settled` slots (the
     progress' `settled_slots`, see the module). A segment cuts the older ones it overlaps: keeping the latest record
@@ -116,6 +135,7 @@ def load_segments(task: CopyTask, settled: int = 0) -> tuple[StoredSegments, Pla
         task.offset_map_topic,
         lambda records: state.apply_segments(records, topics=[tp[0]]),
         head_only=lambda count: count == settled,
+        via=via,
     )
     union = state.runs(tp)
     runs = [] if union is None else union.runs()
@@ -150,11 +170,14 @@ def load_snapshot(task: CopyTask, topic: str, key: bytes) -> tuple[bytes | None,
             if k == key:
                 found[slot] = value
 
-    placement = _read_chain(task, topic, apply, read_committed=False, head_only=_always)
-    if found.get(placement.head) is not None:
-        return found[placement.head], placement
-    found.clear()
-    placement = _read_chain(task, topic, apply, read_committed=False)
+    # Snapshots are written outside transactions: a stalled read waits the timeout, not for a transaction's end.
+    timeout = task.timeout_s
+    with LogReader(task.target, task.target_consumer, read_committed=False, timeout_s=timeout, wait_s=timeout) as via:
+        placement = _read_chain(task, topic, apply, head_only=_always, via=via)
+        if found.get(placement.head) is not None:
+            return found[placement.head], placement
+        found.clear()
+        placement = _read_chain(task, topic, apply, via=via)
     live = {slot: value for slot, value in found.items() if value is not None}
     placement.after = {slot: [key] for slot in live if slot != placement.head}
     return newest(live), placement
@@ -173,8 +196,8 @@ def _read_chain(
     topic: str,
     apply: Callable[[Iterator[SlotRecord]], object],
     *,
-    read_committed: bool = True,
     head_only: Callable[[int], bool] = lambda _count: False,
+    via: LogReader | None = None,
 ) -> Placement:
     """Read the partition's chain of slots of `topic` (ascending, as every reader does), or only its head slot
     when `head_only(count)` holds for the count the metadata gives; its placement."""
@@ -191,7 +214,7 @@ def _read_chain(
     deadline = time.monotonic() + COUNT_WAIT_S
     while True:
         try:
-            apply(_slot_records(task, topic, chain, counts.append, read_committed))
+            apply(_slot_records(task, topic, chain, counts.append, via))
             break
         except _BehindPlan as err:
             if time.monotonic() >= deadline:
@@ -218,18 +241,16 @@ def _slot_records(
     topic: str,
     slots: Callable[[int], list[int]],
     on_count: Callable[[int], None] | None,
-    read_committed: bool,
+    via: LogReader | None,
 ) -> Iterator[SlotRecord]:
-    # Metrics snapshots are written outside transactions: waiting for a stalled read is bounded by the timeout.
-    wait = OPEN_TRANSACTION_WAIT_S if read_committed else task.timeout_s
     for p, _o, key, value, _ts in read_to_end(
         task.target,
         task.target_consumer,
         topic,
         partitions=slots,
-        read_committed=read_committed,
         timeout_s=task.timeout_s,
         on_count=on_count,
-        wait_s=wait,
+        wait_s=OPEN_TRANSACTION_WAIT_S,
+        via=via,
     ):
         yield p, key, value

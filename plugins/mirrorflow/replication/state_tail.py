@@ -16,7 +16,7 @@ from mirrorflow.config.model import Flow
 from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.core.offset_map import OffsetMap, offset_map_topic
 from mirrorflow.core.progress import Progress, progress_topic
-from mirrorflow.kafka.compacted_log import CompactedTail
+from mirrorflow.kafka.compacted_tail import CompactedTail
 from mirrorflow.replication.flow_rules import internal_separator
 from mirrorflow.replication.offset_translation import FlowOffsetMaps, map_topic_missing, restore_at_progress
 from mirrorflow.replication.state_records import SlottedState, TopicPartition
