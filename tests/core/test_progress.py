@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -37,7 +39,7 @@ def test_exact_bytes() -> None:
     key, value = encode_progress(p)
     assert key.hex() == "00066f72646572730000" + "0003"
     assert value.hex() == (
-        "0002"  # version
+        "0001"  # version
         + "00000000000004d2"  # next upstream offset
         + "00000000000004af"  # downstream end
         + "00000000000003e8"  # records copied
@@ -46,11 +48,12 @@ def test_exact_bytes() -> None:
         + "000000000000007b00000000000001c8"  # source topic ID
         + "ff" * 15
         + "ff"  # remote topic ID
-        + "00000040"  # settled slots
+        + "00000040"  # settled slots (optional: see below)
     )
     assert len(value) == 74
     assert decode_progress(key, value) == p
     assert decode_progress(key, value + b"\x01\x02") == p  # later fields of the same version: ignored
+    assert decode_progress(key, value[:70]).settled_slots == 0  # a writer that did not know the field
 
 
 def test_unknown_topic_ids_are_the_zero_uuid() -> None:
@@ -69,9 +72,10 @@ def test_version_0_records_of_the_previous_release_still_decode() -> None:
     assert decode_progress(key, value) == Progress("orders", 3, 1234, 1199, 1000, 2, 1700000000000, "", "")
 
 
-def test_version_1_records_of_the_previous_release_decode_as_not_settled() -> None:
-    """The value the release before state slots wrote (70 bytes): decoded with settled_slots 0, so the next copy
-    start reads the partition's whole chain of slots."""
+def test_records_of_the_previous_release_decode_as_not_settled_and_it_reads_ours() -> None:
+    """The value the release before `settled_slots` wrote (70 bytes): decoded with settled_slots 0, so the next
+    copy start reads the partition's whole chain of slots. That release reads our 74 bytes too: it checks the
+    version (still 1) and the length it knows, and ignores the rest (a rollback keeps every progress readable)."""
     key = encode_progress_key("orders", 3)
     value = bytes.fromhex(
         "0001"
@@ -86,6 +90,8 @@ def test_version_1_records_of_the_previous_release_decode_as_not_settled() -> No
     decoded = decode_progress(key, value)
     assert decoded == Progress("orders", 3, 1234, 1199, 1000, 2, 1700000000000, SOURCE_ID, REMOTE_ID)
     assert decoded.settled_slots == 0
+    ours = encode_progress(replace(decoded, settled_slots=8))[1]
+    assert ours[:70] == value and len(ours) == 74
 
 
 @pytest.mark.parametrize(
@@ -156,10 +162,12 @@ def test_out_of_range_fields_are_rejected(fields: tuple[str, int, int, int, int,
 
 def test_foreign_records_are_reported_clearly() -> None:
     key, value = encode_progress(Progress("orders", 0, 1, 1, 1, 0, 0))
-    with pytest.raises(MirrorflowError, match=r"version 7.*reads version 2.*upgrade Mirrorflow"):
+    with pytest.raises(MirrorflowError, match=r"version 7.*reads version 1.*upgrade Mirrorflow"):
         decode_progress(key, b"\x00\x07" + value[2:])
     with pytest.raises(MirrorflowError, match="truncated"):
-        decode_progress(key, value[:-1])
+        decode_progress(key, value[:69])
+    with pytest.raises(MirrorflowError, match="settled_slots"):
+        decode_progress(key, value[:70] + (-1).to_bytes(4, "big", signed=True))
     with pytest.raises(MirrorflowError, match="truncated"):
         decode_progress_key(key[:-1])
     with pytest.raises(MirrorflowError, match="UTF-8"):

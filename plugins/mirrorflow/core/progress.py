@@ -7,16 +7,18 @@ mode it is written after the producer flush, so a crash re-copies at most the un
 Topic `mirrorflow-progress<sep><source><sep>internal` on the target (compacted; `progress_topic`), all
 integers big-endian and signed, strings as INT16 byte length + UTF-8 (MM2's encoding, docs/mm2-reference.md §2.2):
   key   = source topic STRING, partition INT32        (no version: it is the compaction identity)
-  value = version INT16 (= 2), next_upstream INT64, downstream_end INT64, records_copied INT64,
-          epoch INT32, timestamp_ms INT64, source_topic_id UUID, remote_topic_id UUID,
-          settled_slots INT32                                                             (74 bytes)
+  value = version INT16 (= 1), next_upstream INT64, downstream_end INT64, records_copied INT64,
+          epoch INT32, timestamp_ms INT64, source_topic_id UUID, remote_topic_id UUID      (70 bytes)
+          [, settled_slots INT32]                                                         (74 bytes)
 A UUID is Kafka's topic ID as 16 raw bytes (KIP-516); all zeros means "not known" (Kafka never assigns the zero
 UUID): a broker older than topic IDs, or a record written before they were recorded. The IDs tell a topic that was
 deleted and re-created under the same name (a new ID) from the one whose progress this is, whatever its length.
 
-Version 0 (Mirrorflow before topic IDs) is the same value without the two UUIDs (38 bytes); version 1 (before state
-slots) without `settled_slots` (70 bytes). Both still decode, with unknown IDs and settled_slots 0; the copy's next
-commit writes version 2, which is the whole migration.
+Version 0 (Mirrorflow before topic IDs) is the same value without the two UUIDs (38 bytes). It still decodes, with
+unknown IDs; the copy's next commit writes version 1 with the topics' current IDs, which is the whole migration.
+`settled_slots` is an optional trailing field of version 1, not a new version: a release that does not know it
+reads the 70 bytes it knows and ignores the rest (so a rollback, or an older worker during an upgrade, still
+reads every progress), and a record without it reads as 0, "not settled", which is always safe.
 Readers reject other versions rather than guess at their meaning; the key and version checks are the
 offset-map record's (core/record_codec.py).
 
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import functools
 import struct
 from dataclasses import dataclass
@@ -35,9 +38,10 @@ from dataclasses import dataclass
 from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.core.record_codec import decode_topic_key, decode_versioned_value, encode_topic_key
 
-PROGRESS_FORMAT_VERSION = 2
+PROGRESS_FORMAT_VERSION = 1
 _INT32 = struct.Struct(">i")
-_VALUES = {0: struct.Struct(">hqqqiq"), 1: struct.Struct(">hqqqiq16s16s"), 2: struct.Struct(">hqqqiq16s16si")}
+_VALUES = {0: struct.Struct(">hqqqiq"), 1: struct.Struct(">hqqqiq16s16s")}
+_SETTLED = struct.Struct(">i")  # the optional trailing field of version 1
 _INT16 = struct.Struct(">h")
 _NO_ID = bytes(16)
 _URL_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
@@ -139,8 +143,7 @@ def encode_progress(progress: Progress) -> tuple[bytes, bytes]:
         progress.timestamp_ms,
         topic_id_bytes(progress.source_topic_id),
         topic_id_bytes(progress.remote_topic_id),
-        progress.settled_slots,
-    )
+    ) + _SETTLED.pack(progress.settled_slots)
     return encode_progress_key(progress.topic, progress.partition), value
 
 
@@ -158,7 +161,14 @@ def decode_progress(key: bytes, value: bytes) -> Progress:
     if version not in _VALUES:
         version = PROGRESS_FORMAT_VERSION  # refused below, naming the version this Mirrorflow writes
     make = functools.partial(Progress if version == 0 else _with_ids, topic, partition)
-    return decode_versioned_value(value, _VALUES[version], version, what, _bad_record, make)
+    decoded = decode_versioned_value(value, _VALUES[version], version, what, _bad_record, make)
+    end = _VALUES[version].size
+    if version == 1 and len(value) >= end + _SETTLED.size:
+        settled = _SETTLED.unpack_from(value, end)[0]
+        if settled < 0:
+            raise _bad_record("value", value, f"settled_slots {settled} is negative")
+        return dataclasses.replace(decoded, settled_slots=settled)
+    return decoded
 
 
 def _with_ids(
@@ -171,7 +181,6 @@ def _with_ids(
     timestamp_ms: int,
     source_id: bytes,
     remote_id: bytes,
-    settled_slots: int = 0,
 ) -> Progress:
     return Progress(
         topic,
@@ -183,7 +192,6 @@ def _with_ids(
         timestamp_ms,
         topic_id_text(source_id),
         topic_id_text(remote_id),
-        settled_slots,
     )
 
 

@@ -68,8 +68,11 @@ class Placement:
         return bool(self.copy_up or self.ready or self.after)
 
     def committed(self) -> None:
-        """The next commit is durable: its copies are at the head, and what waited on them is ready."""
+        """The next commit is durable: its copies are at the head, and what waited on them is ready. Once nothing
+        is left below, no key lives there any more: later deletes go to the head alone."""
         self.copy_up, self.ready, self.after = [], self.after, {}
+        if not self.moving and not self.unsure:
+            self.key_slots = {}
 
 
 def load_progress(task: CopyTask, via: LogReader | None = None) -> tuple[Progress | None, Placement]:
@@ -147,11 +150,12 @@ def load_segments(task: CopyTask, settled: int = 0, via: LogReader | None = None
     at_head = {key for key, slots in slots_of_key.items() if placement.head in slots}
     placement.copy_up = [run for run in runs if run.upstream_start not in at_head]
     for key, slots in slots_of_key.items():
-        if key not in live:
-            continue  # stale: tombstoned as a delete, in every slot (`key_slots`)
+        # A stale key below goes to `after` now, not only as the map's delete: a run the copy writes again under
+        # the same key (a rewound range) cancels that delete, and the key would stay live below a progress
+        # recorded as settled, for good (found by review; test_state_settled.py).
         for slot in slots:
             if slot != placement.head:
-                target = placement.ready if key in at_head else placement.after
+                target = placement.ready if key in live and key in at_head else placement.after
                 target.setdefault(slot, []).append(encode_segment_key(tp[0], tp[1], key))
     placement.key_slots = {key: [s for s in slots if s != placement.head] for key, slots in slots_of_key.items()}
     stale = sorted(key for key in slots_of_key if key not in live)
