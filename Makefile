@@ -78,12 +78,14 @@ test: lint browser postgres promtool
 
 # The fault matrix with the full trials (`make test` runs a CI-sized version of each; docs/reliability.md):
 # copy executors and Spark drivers SIGKILLed, source and target brokers restarted, an Airflow retry, and the
-# network cuts when their tests exist.
+# network cuts when their tests exist; and `validate` refusing a topic list of a million items (100,000 in
+# `make test`).
 FAULT_TESTS := tests/replication/test_copy_faults.py tests/replication/test_faults_brokers.py \
 	tests/replication/test_faults_group_offsets.py tests/replication/test_soak.py \
 	tests/spark/test_faults_driver.py tests/airflow/test_faults_retry.py \
 	tests/spark/test_standalone_sizing.py::test_two_flows_copy_at_once_within_their_cores_and_a_starved_copy_times_out_clearly \
 	tests/replication/test_topic_identity.py::test_the_reset_fences_a_copy_holding_a_transaction \
+	"tests/config/test_config_hostile.py::test_hostile_config_is_refused_clearly[huge-topic-list]" \
 	$(wildcard tests/replication/test_faults_network.py)
 test-faults: setup
 	MIRRORFLOW_FAULT_TRIALS=10 $(PY) -m pytest $(FAULT_TESTS) $(PYTEST_ARGS)

@@ -105,37 +105,44 @@ def seed(bootstrap: str, tasks: list[CopyTask], dirty: int) -> None:
     assert producer.flush(60) == 0
 
 
-def measure(tasks: list[CopyTask], sample: int) -> tuple[float, float]:
-    """(median state bytes decoded per task, median wall seconds per task) over `sample` tasks."""
+def measure(tasks: list[CopyTask], sample: int) -> tuple[float, float, float]:
+    """(median state bytes decoded per task, median wall seconds per task, mean partitions whose progress a task
+    read) over `sample` tasks. The reads are the copy start's: `load_state` (progress, then the map) and
+    `load_snapshot`."""
     decoded = [0]
+    partitions: set[bytes] = set()
     real = copy_slots.read_to_end  # type: ignore[attr-defined]
 
     def counted(*args: Any, **kwargs: Any) -> Iterator[Any]:
         for record in real(*args, **kwargs):
             decoded[0] += len(record[2] or b"") + len(record[3] or b"")
+            if args[2] == tasks[0].progress_topic:
+                partitions.add(record[2])
             yield record
 
     copy_slots.read_to_end = counted  # type: ignore[attr-defined]
-    sizes, seconds = [], []
+    sizes, seconds, shared = [], [], []
     try:
         for t in tasks[:: max(len(tasks) // sample, 1)][:sample]:
             decoded[0] = 0
+            partitions.clear()
             started = time.perf_counter()
-            progress, _ = copy_slots.load_progress(t)
-            stored, _ = copy_slots.load_segments(t, copy_slots.settled_slots(progress))
+            state = copy_slots.load_state(t)
             snapshot, _ = copy_slots.load_snapshot(t, str(t.metrics_topic), snapshot_key(t.remote_topic, t.partition))
             seconds.append(time.perf_counter() - started)
             sizes.append(decoded[0])
-            assert progress is not None and stored.runs and snapshot, f"{t.topic}-{t.partition}: its state is missing"
+            shared.append(len(partitions))
+            found = state.progress is not None and state.segments.runs and snapshot
+            assert found, f"{t.topic}-{t.partition}: its state is missing"
     finally:
         copy_slots.read_to_end = real  # type: ignore[attr-defined]
-    return statistics.median(sizes), statistics.median(seconds)
+    return statistics.median(sizes), statistics.median(seconds), statistics.mean(shared)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--sizes", default="100,500,2000", help="source partitions of each flow")
-    parser.add_argument("--sample", type=int, default=20, help="tasks measured per flow")
+    parser.add_argument("--sample", type=int, default=40, help="tasks measured per flow")
     parser.add_argument("--dirty", type=int, default=10, help="progress records per partition (uncleaned log)")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -152,16 +159,15 @@ def main(argv: list[str] | None = None) -> int:
                 flow = loaded.flow(f"s{size}{layout[0]}->B")
                 tasks = prepare(flow, f"state-{size}-{rid}", size, layout)
                 seed(target, tasks, args.dirty)
-                decoded, seconds = measure(tasks, args.sample)
-                rows.append((size, layout, tasks[0].state_partitions, decoded, seconds))
-                print(
-                    f"{size} partitions, {layout}: {decoded / 1000:.1f} KB, {seconds * 1000:.0f} ms per task",
-                    flush=True,
-                )
-    print("\n| source partitions | layout | state topic partitions | state bytes decoded | start-up reads |")
-    print("|---|---|---|---|---|")
-    for size, layout, count, decoded, seconds in rows:
-        print(f"| {size:,} | {layout} | {count} | {decoded / 1000:.1f} KB | {seconds * 1000:.0f} ms |")
+                decoded, seconds, shared = measure(tasks, args.sample)
+                rows.append((size, layout, tasks[0].state_partitions, decoded, seconds, shared))
+                print(f"{size} partitions, {layout}: {decoded / 1000:.1f} KB, {seconds * 1000:.0f} ms", flush=True)
+    print("\n| source partitions | layout | state topic partitions | partitions' state read per task (mean) |", end="")
+    print(" state bytes decoded per task | start-up reads per task |")
+    print("|---|---|---|---|---|---|")
+    for size, layout, count, decoded, seconds, shared in rows:
+        row = f"| {size:,} | {layout} | {count} | {shared:.1f} | {decoded / 1000:.1f} KB | {seconds * 1000:.0f} ms |"
+        print(row)
     return 0
 
 

@@ -21,6 +21,7 @@ from typing import Any
 import psutil
 import pytest
 from confluent_kafka import Consumer, TopicPartition
+from tests.replication.helpers import FAULT_KEYS
 
 from mirrorflow.config.loader import load_config
 from mirrorflow.kafka.client_logs import with_logger
@@ -30,7 +31,6 @@ from mirrorflow.replication.audit import audit_flow, committed_progress
 pytestmark = pytest.mark.integration
 PARTITIONS = 2
 RECORDS = 300_000  # several transactions per partition: the copy is still writing after its first commit
-FAULT_KEYS = ("lost", "duplicated", "out_of_order", "misplaced", "unexpected")
 
 
 def committed_end(bootstrap: str, topic: str) -> int:

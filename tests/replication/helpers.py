@@ -32,6 +32,8 @@ from mirrorflow.replication.flow_cycle import run_control_plane
 
 # Records carry old timestamps; without this the brokers' time-based retention would delete them mid-test.
 KEEP_FOREVER = {"retention.ms": "-1"}
+FAULT_KEYS = ("lost", "duplicated", "out_of_order", "misplaced", "unexpected")
+"""The audit's counts of what replication got wrong: all 0 in exactly-once mode."""
 PROGRESS_TOPIC = "mirrorflow-progress.A.internal"
 MAP_TOPIC = "mirrorflow-offset-map.A.internal"
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from tests.replication.helpers import state_slot
+from tests.replication.helpers import FAULT_KEYS, state_slot
 
 from mirrorflow.config.loader import load_config
 from mirrorflow.config.model import Flow
@@ -24,7 +24,6 @@ from mirrorflow.replication.copy_range import copy_range
 
 pytestmark = pytest.mark.integration
 
-FAULT_KEYS = ("lost", "duplicated", "out_of_order", "misplaced", "unexpected")
 KEEP_FOREVER = {"retention.ms": "-1"}
 OLD = int(time.time() * 1000) - 30 * 24 * 3600 * 1000
 

@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 from tests.kafka_helpers import create_topic, read_partition
 from tests.replication.conftest import WriteConfig
@@ -24,6 +24,7 @@ from mirrorflow.kafka import transfer
 from mirrorflow.kafka.compacted_log import read_to_end
 from mirrorflow.kafka.metrics_store import read_snapshots
 from mirrorflow.kafka.offsets import PartitionBounds, partition_bounds
+from mirrorflow.kafka.operation_error import KafkaOperationError
 from mirrorflow.kafka.transfer import TargetWriter
 from mirrorflow.local.cluster import LocalClusters
 from mirrorflow.replication.copy_loop import PUBLISH_INTERVAL_S
@@ -247,3 +248,107 @@ def test_a_continuous_copy_fenced_by_its_own_transaction_timeout_fails_so_it_is_
     with pytest.raises(MirrorflowError, match="no newer copy of the partition committed"):
         copy_range(task)
     assert held
+
+
+class _UnknownOnAbort:
+    """A fenced producer as librdkafka showed it once under load (Kafka 4.3, transaction version 2): EndTxn and
+    the abort that probes for the fence both fail with "Unknown broker error", not `_FENCED`."""
+
+    def __init__(self, producer: Any) -> None:
+        self._producer = producer
+
+    def abort_transaction(self, *_args: Any) -> None:
+        raise KafkaException(KafkaError(KafkaError.UNKNOWN, "EndTxn abort failed: Unknown broker error"))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._producer, name)
+
+
+@pytest.mark.timeout(300)
+def test_a_handed_over_run_whose_commit_fails_with_an_unknown_broker_error_still_ends_as_handed_over(
+    kafka_clusters: LocalClusters,
+    kafka_producer: Callable[..., Producer],
+    kafka_consumer: Callable[..., Consumer],
+    source_topic: str,
+    write_config: WriteConfig,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Five boundaries under load (test_handover_boundaries.py) met it: the old run's EndTxn, racing the new
+    run's InitProducerId, failed with an unknown broker error and the abort probing for the fence too, so the old
+    run raised instead of ending as handed over (Spark would retry it and fence the new owner back). Interleaved
+    here by hand: once the new run has committed its claim, the old run's next commit fails that way. The
+    successor's claim settles it: the old run ends as handed over, and every record is on the target once."""
+    topic = source_topic
+    (task,) = continuous_tasks(write_config, topic, 1)
+    producing, stop_new, claimed = threading.Event(), threading.Event(), threading.Event()
+    producing.set()
+    sent: list[int] = []
+    writers: list[TargetWriter] = []  # the copies' transactional writers, old run's first
+    real_init, real_commit = TargetWriter.__init__, TargetWriter.commit
+
+    def produce() -> None:
+        producer = kafka_producer("A")
+        while producing.is_set():
+            producer.produce(topic, value=f"r{len(sent)}".encode(), partition=0)
+            sent.append(len(sent))
+            producer.poll(0)
+            time.sleep(0.005)
+        assert producer.flush(30) == 0
+
+    coming, parked = threading.Event(), threading.Event()
+
+    def init(writer: TargetWriter, *args: Any, **kwargs: Any) -> None:
+        if writers and kwargs.get("transactional_id"):  # the new run: it fences the old one only once the old
+            # one waits in its next commit
+            coming.set()
+            assert parked.wait(60), "the old run never reached a commit"
+        real_init(writer, *args, **kwargs)
+        if writer.transactional:
+            writers.append(writer)
+
+    def commit(writer: TargetWriter) -> None:
+        if coming.is_set() and writer is writers[0]:  # the old run: its records are produced, its EndTxn comes
+            parked.set()  # after the new run's claim and fails as it did under load
+            assert claimed.wait(60), "the new run never committed its claim"
+            writer._producer = _UnknownOnAbort(writer._producer)
+            error = KafkaError(KafkaError.UNKNOWN, "EndTxn commit failed: Unknown broker error")
+            raise KafkaOperationError("B", "committing a transaction", error)
+        real_commit(writer)
+        if len(writers) > 1 and writer is writers[1]:
+            claimed.set()
+
+    monkeypatch.setattr(TargetWriter, "__init__", init)
+    monkeypatch.setattr(TargetWriter, "commit", commit)
+    outcomes: dict[str, CopyResult | BaseException] = {}
+
+    def run(name: str, **kwargs: Any) -> None:
+        try:
+            outcomes[name] = copy_range(task, **kwargs)
+        except BaseException as err:
+            outcomes[name] = err
+
+    feeder = threading.Thread(target=produce)
+    feeder.start()
+    old_commits: list[CopyResult] = []
+    old = threading.Thread(target=run, args=("old",), kwargs={"on_batch": lambda r: old_commits.append(replace(r))})
+    old.start()
+    deadline = time.monotonic() + 60
+    while len(old_commits) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    new = threading.Thread(target=run, args=("new",), kwargs={"stop": stop_new.is_set})
+    new.start()
+    old.join(90)
+    assert not old.is_alive(), "the old run did not end"
+    ended = outcomes["old"]
+    assert isinstance(ended, CopyResult) and ended.handed_over, f"must end as handed over, not raise: {ended!r}"
+    producing.clear()
+    feeder.join(60)
+    deadline = time.monotonic() + 60
+    while committed_count(kafka_clusters, f"A.{topic}", 0) < len(sent) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    stop_new.set()
+    new.join(60)
+    copied = [
+        m.value() for m in read_partition(kafka_consumer("B", {"isolation.level": "read_committed"}), f"A.{topic}")
+    ]
+    assert copied == [f"r{i}".encode() for i in sent], "every record once, in order"

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import NewTopic
+from tests.replication.helpers import FAULT_KEYS
 
 from mirrorflow.config.loader import load_config
 from mirrorflow.config.model import Flow
@@ -44,7 +45,6 @@ ROUNDS = 3 if FULL else 1
 PARTITIONS = 3
 PER_ROUND = 60_000  # records per round, over all partitions: a copy of small batches lasting seconds
 BATCH = 300
-FAULT_KEYS = ("lost", "duplicated", "out_of_order", "misplaced", "unexpected")
 
 # (which broker, how it stops, delivery mode)
 SCENARIOS = [("target", "kill", "exactly-once"), ("source", "kill", "exactly-once")]

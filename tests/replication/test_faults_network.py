@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
+from tests.replication.helpers import FAULT_KEYS
 
 from mirrorflow.config.loader import load_config
 from mirrorflow.config.model import Flow
@@ -46,7 +47,6 @@ RUNNER = (
     "import pickle, sys; from mirrorflow.replication.copy_range import copy_range; "
     "copy_range(pickle.load(open(sys.argv[1], 'rb')))"
 )
-FAULT_KEYS = ("lost", "duplicated", "out_of_order", "misplaced", "unexpected")
 
 
 def test_a_random_subnet_avoids_the_networks_in_use() -> None:

@@ -123,14 +123,19 @@ class CopyLoop:
         would fence the new owner in turn. A fence is a handover only once the successor's claim (its first
         commit, made before it reads) is seen: the coordinator also fences a transaction open longer than
         transaction.timeout.ms, and then nobody else copies the partition, so the error stands for Spark to retry.
+        A commit that failed with an unknown broker error may hide a fence (`TargetWriter.unsure_commit`): the
+        successor's claim decides it too, and without one the error stands.
         """
         self.committed = replace(self.result)
         try:
             return self._run(on_batch)
         except MirrorflowError as err:
-            if not (self.continuous and self.writer.transactional and self.writer.fenced(err)):
+            if not (self.continuous and self.writer.transactional):
                 raise
-            if not self._successor_claimed():
+            fenced = self.writer.fenced(err)
+            if not (fenced or self.writer.unsure_commit(err)) or not self._successor_claimed():
+                if not fenced:
+                    raise
                 raise MirrorflowError(
                     f"flow {self.task.flow}: the exactly-once copy of {self.task.topic}-{self.task.partition} was "
                     f"fenced, and no newer copy of the partition committed within {HANDOVER_CLAIM_WAIT_S:.0f} s: "
