@@ -127,6 +127,13 @@ bench-deployed: setup postgres
 bench-offset-map: setup
 	$(PY) benchmarks/bench_offset_map.py $(BENCH_ARGS)
 
+# The same map on real brokers: an exactly-once copy committing 1k-200k one-record transactions, thinned and not,
+# with its start-up reads (docs/offsets.md; ~50 minutes on 2 shared cores). BENCH_ARGS="--checkpoints 1000,10000"
+# scales it down.
+.PHONY: bench-map-growth
+bench-map-growth: setup
+	$(PY) benchmarks/bench_map_growth.py $(BENCH_ARGS)
+
 # What a copy task reads of its flow's state at start, on local clusters, at 100/500/2,000 partitions: state
 # topics of one partition beside slots (docs/scaling.md). A few minutes.
 .PHONY: bench-state-startup
