@@ -131,8 +131,7 @@ bench-offset-map: setup
 bench-state-startup: setup
 	$(PY) benchmarks/bench_state_startup.py $(BENCH_ARGS)
 
-# One flow of 2,000 source partitions end to end on local clusters: `mirrorflow run --once`, then copy, checkpoints,
-# translation and group sync checked (docs/scaling.md). About 20 minutes on a 2-core host.
+# One flow of 2,000 source partitions end to end on local clusters, copy to group sync checked (docs/scaling.md).
 .PHONY: bench-flow-scale
 bench-flow-scale: setup
 	$(PY) benchmarks/bench_flow_scale.py $(BENCH_ARGS)
