@@ -6,7 +6,9 @@ each (`harness.produce_source`), and a consumer group whose committed offset on 
 real CLI entry in this process (`mirrorflow.cli.app.main`): topic sync, internal topics (the state topics with
 their slots), configs, ACLs, heartbeat, the exactly-once copy on Spark (`mirrorflow.spark.master`, `local[*]`),
 checkpoints and group offset sync. The cycle's steps are timed by wrapping the functions `flow_cycle` calls
-(`PHASES`, and `copy_job.CopyStep.__call__`); nothing of the product is replaced.
+(`PHASES`, `copy_job.CopyStep.__call__`, `spark_session`, `copy_flow`); nothing of the product is replaced. A
+failed cycle runs again, up to `--attempts` times, as a retried Airflow task would (a fresh target's first cycle
+can fail its heartbeat: docs/scaling.md).
 
 Checks (any failure: exit 1): every target partition holds, read_committed, as many records as its source
 partition; `A.checkpoints.internal` on B has a checkpoint of the group for every partition; on `--sample`
@@ -14,7 +16,7 @@ partitions the translated offsets (from checkpoints, `translate_group` as `mirro
 `--live` from the offset maps) are exact: every record of the target below it is a copy of a record below the
 committed upstream offset, every one at or above it of one at or above; the group's offsets synced to B equal the
 checkpoints. Printed: seconds for topic creation, produce, each step and the whole cycle, a checkpoint read and
-both translations, and the on-disk bytes of the state topics on B.
+both translations, and the log segment bytes of the state topics on B.
 """
 
 from __future__ import annotations
