@@ -140,6 +140,11 @@ bench-map-growth: setup
 bench-state-startup: setup
 	$(PY) benchmarks/bench_state_startup.py $(BENCH_ARGS)
 
+# One flow of 2,000 source partitions end to end on local clusters, copy to group sync checked (docs/scaling.md).
+.PHONY: bench-flow-scale
+bench-flow-scale: setup
+	$(PY) benchmarks/bench_flow_scale.py $(BENCH_ARGS)
+
 # Planning, XCom, copy start-up and DAG parsing at 10,000 partitions and 100 flows, without a cluster
 # (docs/scaling.md). SIM_ARGS="--spark none" skips the Spark local job (one task per partition, 2,000 of them).
 .PHONY: scale-sim
