@@ -122,6 +122,17 @@ FENCED_CODES = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaE
 """A newer producer with the same transactional id took over: this one can never write again."""
 
 
+def may_hide_fence(error: BaseException) -> bool:
+    """Whether `error` is a transaction commit that failed in a way that may hide a fence: EndTxn racing a newer
+    writer's InitProducerId has failed with "Unknown broker error" even for the abort that probes for the fence
+    (Kafka 4.3, transaction version 2, a loaded host). Only a newer writer's claim can tell then."""
+    return (
+        isinstance(error, KafkaOperationError)
+        and error.operation == "committing a transaction"
+        and error.code == KafkaError.UNKNOWN
+    )
+
+
 def is_fenced(error: BaseException) -> bool:
     """`error`, or an error it was raised from, says a newer producer with the same transactional id fenced ours."""
     seen: BaseException | None = error

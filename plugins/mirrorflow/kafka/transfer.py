@@ -309,17 +309,6 @@ class TargetWriter:
             return is_fenced(probe)
         return False
 
-    def unsure_commit(self, err: BaseException) -> bool:
-        """Whether `err` is a commit that failed with an error that may hide a fence: EndTxn racing a newer
-        writer's InitProducerId has failed with "Unknown broker error" even for the abort that probes for the
-        fence (Kafka 4.3, transaction version 2, a loaded host). Only a newer writer's claim can tell then."""
-        return (
-            self.transactional
-            and isinstance(err, KafkaOperationError)
-            and err.operation == "committing a transaction"
-            and err.code == KafkaError.UNKNOWN
-        )
-
     def purge(self) -> None:
         """Drop what is queued or in flight without waiting for it (a handed-over copy's offset syncs: the new
         copy rewrites them after its own fence, and late ones would land behind its newer syncs)."""

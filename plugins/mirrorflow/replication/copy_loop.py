@@ -22,7 +22,7 @@ from dataclasses import replace
 from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.core.offset_map import OffsetMap
 from mirrorflow.core.progress import Progress
-from mirrorflow.kafka.operation_error import KafkaOperationError
+from mirrorflow.kafka.operation_error import KafkaOperationError, may_hide_fence
 from mirrorflow.kafka.partition_reader import PartitionReader
 from mirrorflow.kafka.transfer import Batch, TargetWriter
 from mirrorflow.replication.copy_commit import StateSlots, commit_batch
@@ -123,8 +123,8 @@ class CopyLoop:
         would fence the new owner in turn. A fence is a handover only once the successor's claim (its first
         commit, made before it reads) is seen: the coordinator also fences a transaction open longer than
         transaction.timeout.ms, and then nobody else copies the partition, so the error stands for Spark to retry.
-        A commit that failed with an unknown broker error may hide a fence (`TargetWriter.unsure_commit`): the
-        successor's claim decides it too, and without one the error stands.
+        A commit that failed with an unknown broker error may hide a fence (`may_hide_fence`): the successor's
+        claim decides it too, and without one the error stands.
         """
         self.committed = replace(self.result)
         try:
@@ -133,7 +133,7 @@ class CopyLoop:
             if not (self.continuous and self.writer.transactional):
                 raise
             fenced = self.writer.fenced(err)
-            if not (fenced or self.writer.unsure_commit(err)) or not self._successor_claimed():
+            if not (fenced or may_hide_fence(err)) or not self._successor_claimed():
                 if not fenced:
                     raise
                 raise MirrorflowError(
