@@ -35,6 +35,40 @@ from mirrorflow.replication.metrics import Snapshot, snapshot_key
 pytestmark = pytest.mark.integration
 
 
+def start_feeder(
+    kafka_producer: Callable[..., Producer], topic: str, pause_s: float
+) -> tuple[threading.Event, list[int], threading.Thread]:
+    """A producer thread writing r0, r1, ... to partition 0 of `topic` on A until the event is cleared; the
+    numbers it sent."""
+    producing, sent = threading.Event(), []
+    producing.set()
+
+    def produce() -> None:
+        producer = kafka_producer("A")
+        while producing.is_set():
+            producer.produce(topic, value=f"r{len(sent)}".encode(), partition=0)
+            sent.append(len(sent))
+            producer.poll(0)
+            time.sleep(pause_s)
+        assert producer.flush(30) == 0
+
+    feeder = threading.Thread(target=produce)
+    feeder.start()
+    return producing, sent, feeder
+
+
+def runner(task: Any, outcomes: dict[str, CopyResult | BaseException]) -> Callable[..., None]:
+    """`run(name, **kwargs)`: `copy_range(task, **kwargs)`, its result or error stored under `name`."""
+
+    def run(name: str, **kwargs: Any) -> None:
+        try:
+            outcomes[name] = copy_range(task, **kwargs)
+        except BaseException as err:
+            outcomes[name] = err
+
+    return run
+
+
 @pytest.fixture
 def source_topic(kafka_admin: Callable[..., AdminClient], unique_topic: Callable[..., str]) -> str:
     """A new one-partition topic on A, for one continuous copy."""
@@ -146,31 +180,12 @@ def test_a_continuous_copy_fenced_by_the_next_run_ends_cleanly_and_loses_nothing
     the new copy refused to start ("the source topic was re-created")."""
     topic = source_topic
     (task,) = continuous_tasks(write_config, topic, 1)
-    producing, stop_new = threading.Event(), threading.Event()
-    producing.set()
-    sent: list[int] = []
-
-    def produce() -> None:
-        producer = kafka_producer("A")
-        while producing.is_set():
-            producer.produce(topic, value=f"r{len(sent)}".encode(), partition=0)
-            sent.append(len(sent))
-            producer.poll(0)
-            time.sleep(0.002)
-        assert producer.flush(30) == 0
-
+    stop_new = threading.Event()
     old_commits: list[CopyResult] = []
     outcomes: dict[str, CopyResult | BaseException] = {}
-
-    def run(name: str, **kwargs: Any) -> None:
-        try:
-            outcomes[name] = copy_range(task, **kwargs)
-        except BaseException as err:
-            outcomes[name] = err
-
-    feeder = threading.Thread(target=produce)
+    run = runner(task, outcomes)
+    producing, sent, feeder = start_feeder(kafka_producer, topic, 0.002)
     old = threading.Thread(target=run, args=("old",), kwargs={"on_batch": lambda r: old_commits.append(replace(r))})
-    feeder.start()
     old.start()
     deadline = time.monotonic() + 60
     while len(old_commits) < 5 and time.monotonic() < deadline:
@@ -280,20 +295,9 @@ def test_a_handed_over_run_whose_commit_fails_with_an_unknown_broker_error_still
     successor's claim settles it: the old run ends as handed over, and every record is on the target once."""
     topic = source_topic
     (task,) = continuous_tasks(write_config, topic, 1)
-    producing, stop_new, claimed = threading.Event(), threading.Event(), threading.Event()
-    producing.set()
-    sent: list[int] = []
+    stop_new, claimed = threading.Event(), threading.Event()
     writers: list[TargetWriter] = []  # the copies' transactional writers, old run's first
     real_init, real_commit = TargetWriter.__init__, TargetWriter.commit
-
-    def produce() -> None:
-        producer = kafka_producer("A")
-        while producing.is_set():
-            producer.produce(topic, value=f"r{len(sent)}".encode(), partition=0)
-            sent.append(len(sent))
-            producer.poll(0)
-            time.sleep(0.005)
-        assert producer.flush(30) == 0
 
     coming, parked = threading.Event(), threading.Event()
 
@@ -320,15 +324,8 @@ def test_a_handed_over_run_whose_commit_fails_with_an_unknown_broker_error_still
     monkeypatch.setattr(TargetWriter, "__init__", init)
     monkeypatch.setattr(TargetWriter, "commit", commit)
     outcomes: dict[str, CopyResult | BaseException] = {}
-
-    def run(name: str, **kwargs: Any) -> None:
-        try:
-            outcomes[name] = copy_range(task, **kwargs)
-        except BaseException as err:
-            outcomes[name] = err
-
-    feeder = threading.Thread(target=produce)
-    feeder.start()
+    run = runner(task, outcomes)
+    producing, sent, feeder = start_feeder(kafka_producer, topic, 0.005)
     old_commits: list[CopyResult] = []
     old = threading.Thread(target=run, args=("old",), kwargs={"on_batch": lambda r: old_commits.append(replace(r))})
     old.start()
