@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from tests.kafka_helpers import create_topic, read_partition
 
@@ -207,3 +208,25 @@ def compile_java_probe(source: Path, classes: Path) -> str:
     jars = f"{kafka_runtime().lib_dir}/*"
     subprocess.run([javac, "-d", str(classes), "-cp", jars, str(source)], check=True, timeout=120)
     return f"{classes}:{jars}"
+
+
+def start_feeder(
+    kafka_producer: Callable[..., Producer], topic: str, pause_s: float, partitions: int = 1
+) -> tuple[threading.Event, list[int], threading.Thread]:
+    """A producer thread writing r0, r1, ... round-robin over `partitions` of `topic` on A, one record every
+    `pause_s`, until the event is cleared; the numbers it sent, and the thread (join it after clearing)."""
+    producing, sent = threading.Event(), []
+    producing.set()
+
+    def produce() -> None:
+        producer = kafka_producer("A")
+        while producing.is_set():
+            producer.produce(topic, value=f"r{len(sent)}".encode(), partition=len(sent) % partitions)
+            sent.append(len(sent))
+            producer.poll(0)
+            time.sleep(pause_s)
+        assert producer.flush(30) == 0
+
+    feeder = threading.Thread(target=produce)
+    feeder.start()
+    return producing, sent, feeder

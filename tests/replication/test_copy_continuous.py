@@ -14,7 +14,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 from tests.kafka_helpers import create_topic, read_partition
 from tests.replication.conftest import WriteConfig
-from tests.replication.helpers import committed_count, continuous_tasks
+from tests.replication.helpers import committed_count, continuous_tasks, start_feeder
 
 import mirrorflow.replication.copy_loop as copy_loop
 import mirrorflow.replication.copy_range as copy_range_module
@@ -33,28 +33,6 @@ from mirrorflow.replication.copy_task import CopyResult
 from mirrorflow.replication.metrics import Snapshot, snapshot_key
 
 pytestmark = pytest.mark.integration
-
-
-def start_feeder(
-    kafka_producer: Callable[..., Producer], topic: str, pause_s: float
-) -> tuple[threading.Event, list[int], threading.Thread]:
-    """A producer thread writing r0, r1, ... to partition 0 of `topic` on A until the event is cleared; the
-    numbers it sent."""
-    producing, sent = threading.Event(), []
-    producing.set()
-
-    def produce() -> None:
-        producer = kafka_producer("A")
-        while producing.is_set():
-            producer.produce(topic, value=f"r{len(sent)}".encode(), partition=0)
-            sent.append(len(sent))
-            producer.poll(0)
-            time.sleep(pause_s)
-        assert producer.flush(30) == 0
-
-    feeder = threading.Thread(target=produce)
-    feeder.start()
-    return producing, sent, feeder
 
 
 def runner(task: Any, outcomes: dict[str, CopyResult | BaseException]) -> Callable[..., None]:

@@ -25,7 +25,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from tests.kafka_helpers import create_topic
 from tests.replication.conftest import WriteConfig
-from tests.replication.helpers import FAULT_KEYS, committed_count, continuous_tasks
+from tests.replication.helpers import FAULT_KEYS, committed_count, continuous_tasks, start_feeder
 
 from mirrorflow.kafka.client_logs import with_logger
 from mirrorflow.local.cluster import LocalClusters
@@ -57,32 +57,15 @@ def steady_producer(
     kafka_producer: Callable[..., Producer],
 ) -> Iterator[Callable[[str], tuple[threading.Event, list[int]]]]:
     """Starts a producer writing ~300 records/s round-robin over the topic's partitions until its event clears."""
-    threads: list[threading.Thread] = []
-    events: list[threading.Event] = []
+    feeders: list[tuple[threading.Event, list[int], threading.Thread]] = []
 
     def start(topic: str) -> tuple[threading.Event, list[int]]:
-        producing, sent = threading.Event(), []
-        producing.set()
-
-        def produce() -> None:
-            producer = kafka_producer("A")
-            while producing.is_set():
-                producer.produce(topic, value=f"r{len(sent)}".encode(), partition=len(sent) % PARTITIONS)
-                sent.append(len(sent))
-                producer.poll(0)
-                time.sleep(0.003)
-            assert producer.flush(30) == 0
-
-        thread = threading.Thread(target=produce)
-        thread.start()
-        threads.append(thread)
-        events.append(producing)
-        return producing, sent
+        feeders.append(start_feeder(kafka_producer, topic, 0.003, PARTITIONS))
+        return feeders[-1][0], feeders[-1][1]
 
     yield start
-    for event in events:
-        event.clear()
-    for thread in threads:
+    for producing, _sent, thread in feeders:
+        producing.clear()
         thread.join(60)
 
 
