@@ -75,8 +75,13 @@ LONG_TRIALS := tests/replication/test_soak.py::test_five_minutes_of_continuous_r
 	tests/replication/test_topic_identity.py::test_the_reset_fences_a_copy_holding_a_transaction \
 	tests/replication/test_faults_brokers.py::test_a_broker_restart_mid_copy_loses_nothing[target-kill-exactly-once] \
 	tests/replication/test_faults_brokers.py::test_a_broker_restart_mid_copy_loses_nothing[source-kill-exactly-once]
+# Two pytest-xdist workers, one test file each at a time (--dist loadfile keeps a file's module fixtures in one
+# process): most of a test's time is spent waiting on brokers, JVMs and Airflow, so two share the 2-core CI host.
+# Each worker starts its own local clusters and its own Airflow home (tests/conftest.py). TEST_WORKERS=0 runs
+# everything in one process, as before session 13.
+TEST_WORKERS ?= 2
 test: lint browser postgres promtool
-	$(PY) -m pytest --durations=30 $(foreach t,$(LONG_TRIALS),--deselect=$(t)) $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=30 $(foreach t,$(LONG_TRIALS),--deselect=$(t)) $(PYTEST_ARGS)
 
 # The fault matrix with the full trials (`make test` runs a CI-sized version of each; docs/reliability.md):
 # copy executors and Spark drivers SIGKILLed, source and target brokers restarted, an Airflow retry, and the
