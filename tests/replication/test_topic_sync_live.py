@@ -10,7 +10,12 @@ import pytest
 
 from mirrorflow.replication.flow_clients import FlowClients
 from mirrorflow.replication.flow_cycle import TOPICS, run_control_plane
-from mirrorflow.replication.internal_topics import flow_internal_topics
+from mirrorflow.replication.internal_topics import (
+    STATE_TOPIC_CONFIGS,
+    InternalTopic,
+    configure_state_topics,
+    flow_internal_topics,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -59,11 +64,45 @@ def test_new_source_topics_appear_remotely_with_partitions_and_filtered_configs(
         else:  # a state topic: one partition per slot, a power of two (other tests' flows may have grown it)
             assert count >= slots[name] and count & (count - 1) == 0
 
+        if slots[name] > 1:  # a state topic: segment settings, so the log cleaner bounds what a copy start reads
+            configs = topics.configs(cluster, name)
+            assert {k: configs[k] for k in STATE_TOPIC_CONFIGS} == {
+                k: (v, "DYNAMIC_TOPIC_CONFIG") for k, v in STATE_TOPIC_CONFIGS.items()
+            }
+        else:  # MM2's own topics keep the broker's defaults, as MM2 leaves them
+            assert topics.configs(cluster, name)["segment.ms"][1] != "DYNAMIC_TOPIC_CONFIG"
+
     again = run_control_plane(flow)
     assert again.topics is not None and again.configs is not None and again.internal_topics is not None
     assert again.topics.created == () and again.topics.grown == ()
     assert again.configs.topics == ()
-    assert again.internal_topics.created == ()
+    assert again.internal_topics.created == () and again.internal_topics.configured == ()
+
+
+def test_state_topics_of_an_older_version_get_segment_settings_and_an_operators_own_value_stays(
+    write_config: Any, topics: Any, unique_topic: Any
+) -> None:
+    """A state topic created without segment settings (an older version, or by hand) gets them at the next
+    cycle's topic step; a key the topic sets itself is the operator's choice and is kept; a dry run only says."""
+    flow = write_config("A->B.enabled = true\n").flow("A->B")
+    old, tuned = unique_topic("old-progress"), unique_topic("tuned-progress")
+    topics.create("B", old, 1, {"cleanup.policy": "compact"})
+    topics.create("B", tuned, 1, {"cleanup.policy": "compact", "segment.ms": "3600000"})
+    state = [InternalTopic(name, "B", "target", "progress", 1) for name in (old, tuned)]
+    with FlowClients(flow) as clients:
+        admin, timeout = clients.target_admin, clients.timeout_s
+        planned = configure_state_topics(admin, "B", state, True, timeout)
+        assert topics.configs("B", old)["segment.ms"][1] != "DYNAMIC_TOPIC_CONFIG", "a dry run changes nothing"
+        done = configure_state_topics(admin, "B", state, False, timeout)
+        assert done == planned
+        assert {(name, key) for name, key, _ in done} == {(old, k) for k in STATE_TOPIC_CONFIGS} | {
+            (tuned, k) for k in STATE_TOPIC_CONFIGS if k != "segment.ms"
+        }
+        assert configure_state_topics(admin, "B", state, False, timeout) == [], "set once"
+    for name, segment_ms in ((old, STATE_TOPIC_CONFIGS["segment.ms"]), (tuned, "3600000")):
+        configs = topics.configs("B", name)
+        assert configs["segment.ms"] == (segment_ms, "DYNAMIC_TOPIC_CONFIG")
+        assert configs["segment.bytes"] == (STATE_TOPIC_CONFIGS["segment.bytes"], "DYNAMIC_TOPIC_CONFIG")
 
 
 def test_partitions_added_at_the_source_appear_remotely(

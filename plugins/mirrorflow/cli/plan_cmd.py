@@ -178,6 +178,8 @@ def change_lines(report: ControlPlaneReport) -> list[str]:
             )
         for name, before, after in report.internal_topics.grown:
             lines.append(f"  {verb('add', 'added')} partitions to internal topic {target}:{name}: {before} -> {after}")
+        for name, key, value in report.internal_topics.configured:
+            lines.append(f"  {verb('set', 'set')} {key}={value} on internal topic {target}:{name}")
     if report.configs is not None:
         for drift in report.configs.topics:
             lines.append(f"  {verb('change', 'changed')} configs of {target}:{drift.remote_topic} (from {drift.topic})")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -17,6 +18,7 @@ from confluent_kafka.admin import (
 )
 from confluent_kafka.admin import ConfigEntry as _KafkaConfigEntry
 
+from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.core.progress import topic_id_text
 from mirrorflow.kafka.operation_error import KafkaOperationError, error_code
 
@@ -130,20 +132,61 @@ def create_topics(
 
 
 def create_compacted_topic(
-    admin: AdminClient, cluster: str, name: str, replication_factor: int, timeout_s: float, partitions: int = 1
+    admin: AdminClient,
+    cluster: str,
+    name: str,
+    replication_factor: int,
+    timeout_s: float,
+    partitions: int = 1,
+    configs: Mapping[str, str] | None = None,
 ) -> bool:
     """MM2's internal-topic creation: compacted, one partition unless told (Mirrorflow's state topics have one
-    per slot); exists or not authorised counts as present.
+    per slot, and segment settings in `configs`); exists or not authorised counts as present.
 
     Returns True when this call created the topic.
     """
-    spec = NewTopicSpec(name, partitions, replication_factor, {"cleanup.policy": "compact"})
+    spec = NewTopicSpec(name, partitions, replication_factor, {"cleanup.policy": "compact", **(configs or {})})
     try:
         return create_topics(admin, cluster, [spec], timeout_s)[name] is None
     except KafkaOperationError as err:
         if err.code in (KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED):
             return False
         raise
+
+
+def await_leaders(admin: AdminClient, cluster: str, counts: Mapping[str, int], timeout_s: float) -> None:
+    """Wait until this broker's metadata shows each topic with at least its partition count, every partition with
+    a leader. A topic just created or grown is not writable before that, and a producer gives up on a partition
+    it does not see within its own 30 s (librdkafka's `topic.metadata.propagation.max.ms`): a cycle that created
+    768 state-topic partitions once failed its heartbeat that way on a busy host (bench-flow-scale)."""
+    if not counts:
+        return
+    deadline = time.monotonic() + timeout_s
+    while True:
+        waiting = _without_leaders(admin, cluster, counts, timeout_s)
+        if not waiting:
+            return
+        if time.monotonic() >= deadline:
+            raise MirrorflowError(
+                f"topics created or grown on '{cluster}' have no leader after {timeout_s:.0f} s: "
+                f"{', '.join(sorted(waiting)[:5])}{' ...' if len(waiting) > 5 else ''}. Check the cluster's "
+                "controller and brokers, then run the flow again (creating and growing is idempotent)"
+            )
+        time.sleep(0.2)
+
+
+def _without_leaders(admin: AdminClient, cluster: str, counts: Mapping[str, int], timeout_s: float) -> list[str]:
+    try:
+        topics = admin.list_topics(timeout=timeout_s).topics
+    except KafkaException as err:
+        raise KafkaOperationError(cluster, "listing topics", err, client=admin) from err
+    waiting = []
+    for name, count in counts.items():
+        found = topics.get(name)
+        parts = {} if found is None or found.error is not None else found.partitions
+        if len(parts) < count or any(p.leader < 0 or p.error is not None for p in parts.values()):
+            waiting.append(name)
+    return waiting
 
 
 def create_partitions(admin: AdminClient, cluster: str, counts: Mapping[str, int], timeout_s: float) -> None:

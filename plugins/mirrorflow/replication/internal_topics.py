@@ -9,7 +9,8 @@
   are the flow's state topics and have one partition per slot (`core.state_slots`): a power of two sized from
   the flow's partitions when the cycle knows them (`flow_state_partitions`), grown by the same rule when the
   flow outgrows them (never shrunk: Kafka cannot). Topics of older versions have one partition and grow too:
-  each copy moves its partition's state to its new slot at its first commit.
+  each copy moves its partition's state to its new slot at its first commit. They also get segment settings
+  (`STATE_TOPIC_CONFIGS`), set on older versions' topics too unless the topic sets the key itself.
 
 Names come from the policy (a custom separator applies when
 `replication.policy.internal.topic.separator.enabled`, the default); no offset-syncs topic when
@@ -19,16 +20,22 @@ Names come from the policy (a custom separator applies when
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Literal
 
 from mirrorflow.config.model import Flow
-from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.core.offset_map import offset_map_topic
 from mirrorflow.core.progress import progress_topic
 from mirrorflow.core.state_slots import check_count, flow_state_partitions
-from mirrorflow.kafka.topics import create_compacted_topic, create_partitions, list_topic_partitions
+from mirrorflow.kafka.topics import (
+    ConfigChange,
+    alter_topic_configs,
+    await_leaders,
+    create_compacted_topic,
+    create_partitions,
+    describe_topic_configs,
+    list_topic_partitions,
+)
 from mirrorflow.replication.flow_clients import Admin, FlowClients
 from mirrorflow.replication.flow_rules import FlowRules
 from mirrorflow.replication.metrics import metrics_topic
@@ -56,9 +63,24 @@ class InternalTopicsReport:
     """Already there (or created concurrently, or not ours to create for lack of authorization)."""
     grown: tuple[tuple[str, int, int], ...] = ()
     """State topics given more partitions by this call (or, in a dry run, that would be): (name, before, after)."""
+    configured: tuple[tuple[str, str, str], ...] = ()
+    """Existing state topics given `STATE_TOPIC_CONFIGS` by this call (or, in a dry run, that would be)."""
 
 
 STATE_PURPOSES = frozenset({"progress", "offset-map", "metrics"})
+
+STATE_TOPIC_CONFIGS: dict[str, str] = {
+    "segment.ms": "600000",
+    "segment.bytes": str(16 * 1024 * 1024),
+    "min.cleanable.dirty.ratio": "0.1",
+}
+"""Segment settings of the state topics. A copy start reads its slots to their ends, and the log cleaner never
+compacts a partition's active segment: with the broker's defaults (1 GiB, 7 days) a start would read every record
+ever written to its slots (200,000 transactions: 800,000 records; docs/offsets.md). Rolling every 10 minutes or
+16 MiB, and cleaning once a tenth of the log is dirty, bounds a start's read to about the last 10 minutes of its
+slots' writes plus the live state. Kafka's own checkpoints of this kind (`__consumer_offsets`) also pick their
+segment size; MM2's topics (heartbeats, checkpoints, offset syncs) keep the broker's defaults, as MM2 leaves them.
+A value the topic sets itself (an operator's `kafka-configs --alter`) is kept."""
 
 
 def heartbeats_topic(flow: Flow, rules: FlowRules | None = None) -> InternalTopic:
@@ -106,49 +128,74 @@ def ensure_internal_topics(
     created: list[InternalTopic] = []
     present: list[str] = []
     grown: list[tuple[str, int, int]] = []
+    configured: list[tuple[str, str, str]] = []
     for side in ("source", "target"):
         wanted = [t for t in topics if t.side == side]
         if not wanted:
             continue
         admin = clients.admin(side)
         existing = list_topic_partitions(admin, clients.alias(side), clients.timeout_s)
+        made: dict[str, int] = {}
         for topic in wanted:
             if topic.name in existing:
                 present.append(topic.name)
-                grown += _grow(admin, topic, existing[topic.name], dry_run, clients.timeout_s)
+                growth = _grow(admin, topic, existing[topic.name], dry_run, clients.timeout_s)
+                made.update({name: after for name, _before, after in growth})
+                grown += growth
             elif dry_run or create_compacted_topic(
-                admin, topic.cluster, topic.name, topic.replication_factor, clients.timeout_s, topic.partitions
+                admin,
+                topic.cluster,
+                topic.name,
+                topic.replication_factor,
+                clients.timeout_s,
+                topic.partitions,
+                topic_configs(topic),
             ):
                 created.append(topic)
+                made[topic.name] = topic.partitions
             else:
                 present.append(topic.name)
-    return InternalTopicsReport(flow.name, dry_run, tuple(created), tuple(present), tuple(grown))
+        if not dry_run:
+            await_leaders(admin, clients.alias(side), made, clients.timeout_s)
+        old = [t for t in wanted if t.name in existing and t.purpose in STATE_PURPOSES]
+        configured += configure_state_topics(admin, clients.alias(side), old, dry_run, clients.timeout_s)
+    return InternalTopicsReport(flow.name, dry_run, tuple(created), tuple(present), tuple(grown), tuple(configured))
+
+
+def topic_configs(topic: InternalTopic) -> dict[str, str]:
+    """The configs a topic is created with, beyond `cleanup.policy=compact`."""
+    return dict(STATE_TOPIC_CONFIGS) if topic.purpose in STATE_PURPOSES else {}
+
+
+def configure_state_topics(
+    admin: Admin, cluster: str, topics: list[InternalTopic], dry_run: bool, timeout_s: float
+) -> list[tuple[str, str, str]]:
+    """Set `STATE_TOPIC_CONFIGS` on existing state topics that do not set a key themselves (topics created by an
+    older version, or by hand); returns (topic, key, value) for each key set (or, in a dry run, to be set)."""
+    described = describe_topic_configs(admin, cluster, [t.name for t in topics], timeout_s) if topics else {}
+    changes: dict[str, list[ConfigChange]] = {}
+    for name, entries in described.items():
+        for key, value in STATE_TOPIC_CONFIGS.items():
+            entry = entries.get(key)
+            if entry is None or (entry.source != "DYNAMIC_TOPIC_CONFIG" and entry.value != value):
+                changes.setdefault(name, []).append(ConfigChange(key, "SET", value))
+    if changes and not dry_run:
+        alter_topic_configs(admin, cluster, changes, timeout_s)
+    return [(name, c.name, c.value or "") for name, cs in sorted(changes.items()) for c in cs]
 
 
 def _grow(
     admin: Admin, topic: InternalTopic, count: int, dry_run: bool, timeout_s: float
 ) -> list[tuple[str, int, int]]:
-    """Grow a state topic to its wanted partitions (from a power of two: the slot rules need it)."""
+    """Grow a state topic to its wanted partitions (from a power of two: the slot rules need it). The caller then
+    waits until the metadata shows them (`await_leaders`): the copy planned next records the count as the least
+    its tasks may read their slots at (`copy_slots`), and a count from before the growth would hide their heads."""
     if topic.purpose not in STATE_PURPOSES or count >= topic.partitions:
         return []
     check_count(count, topic.name)
     if not dry_run:
         create_partitions(admin, topic.cluster, {topic.name: topic.partitions}, timeout_s)
-        _await_count(admin, topic, timeout_s)
     return [(topic.name, count, topic.partitions)]
-
-
-def _await_count(admin: Admin, topic: InternalTopic, timeout_s: float) -> None:
-    """Wait until the metadata shows the grown count: the copy planned next records it as the least count its
-    tasks may read their slots at (`copy_slots`), and a count from before the growth would hide their heads."""
-    deadline = time.monotonic() + timeout_s
-    while list_topic_partitions(admin, topic.cluster, timeout_s).get(topic.name, 0) < topic.partitions:
-        if time.monotonic() >= deadline:
-            raise MirrorflowError(
-                f"'{topic.name}' on '{topic.cluster}' was grown to {topic.partitions} partitions, but the cluster's "
-                f"metadata does not show it after {timeout_s:.0f} s: run the flow again once it does"
-            )
-        time.sleep(0.2)
 
 
 def create_internal_topics(
