@@ -44,7 +44,10 @@ def write_config(path: Path, clusters: LocalClusters, topic: str) -> Path:
         f"A->B.topics = {topic}\n"
         f"A->B.groups = {topic}-.*\n"
         # the failover's way back: its DAG exists and is armed (unpaused) by the runbook
-        "B->A.enabled = true\nB->A.heartbeats.replication.enabled = false\nB->A.mirrorflow.copy.mode = interval\n"
+        # B->A's topics are this test's alone: its failback preflight measures the flow's lag, and topics other
+        # tests of this process left on B would count in it
+        f"B->A.enabled = true\nB->A.topics = {topic}\nB->A.heartbeats.replication.enabled = false\n"
+        "B->A.mirrorflow.copy.mode = interval\n"
         "A->B.heartbeats.replication.enabled = false\n"
         "A->B.mirrorflow.copy.mode = interval\n"
         "A->B.mirrorflow.spark.master = local[2]\n"

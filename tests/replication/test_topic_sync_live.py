@@ -34,6 +34,9 @@ def test_new_source_topics_appear_remotely_with_partitions_and_filtered_configs(
     topics.create("A", f"{prefix}-y", 1)
     topics.create("A", f"other-{prefix}", 1)
 
+    made = {f"{prefix}-x", f"{prefix}-y", f"other-{prefix}"}
+    eventually(lambda: _assert_equal(made & topics.names("A"), made))  # a fresh KRaft node lists new topics late
+
     report = run_control_plane(flow)
 
     assert report.topics is not None
