@@ -90,6 +90,41 @@ def test_a_tail_reads_a_recreated_topic_from_its_start(kafka: KafkaKit, tail: Co
     assert tail.read_new(topic, 0) == (False, [])
 
 
+def test_a_tail_reads_from_the_start_again_after_a_gap_longer_than_tombstones_are_kept(kafka: KafkaKit) -> None:
+    """Once the log cleaner has passed a tombstone the broker drops it after `delete.retention.ms`: a reader that
+    went on from its old position after that would keep the deleted key for good. After more than `max_gap_s`
+    without a read (a clock set by hand) the tail reads the topic from its start and says so."""
+    topic = kafka.topic("tailgap")
+    create_topic(kafka.admin("B"), topic, 2)
+    now = [0.0]
+    reader = CompactedTail(
+        "B",
+        {"bootstrap.servers": kafka.bootstrap("B")},
+        timeout_s=30.0,
+        wait_s=10.0,
+        max_gap_s=100.0,
+        clock=lambda: now[0],
+    )
+    try:
+        produce(kafka, topic, values(2, "a"))
+        assert reader.read_new_all(topic) == (False, [(0, k, v) for k, v in values(2, "a")])
+        produce(kafka, topic, [(b"b", b"b")])
+        now[0] = 100.0  # exactly the gap: still read on
+        assert reader.read_new_all(topic) == (False, [(0, b"b", b"b")])
+        assert reader.read_new(topic, 0) == (False, [])
+        produce(kafka, topic, [(b"c", b"c")])
+        now[0] = 250.1
+        assert reader.read_new_all(topic) == (
+            True,
+            [(0, k, v) for k, v in [*values(2, "a"), (b"b", b"b"), (b"c", b"c")]],
+        )
+        now[0] = 400.0
+        assert reader.read_new(topic, 0) == (True, [*values(2, "a"), (b"b", b"b"), (b"c", b"c")])
+        assert reader.read_new(topic, 0) == (False, [])
+    finally:
+        reader.close()
+
+
 def test_a_tail_fails_on_a_topic_that_vanished_and_reads_it_whole_once_back(
     kafka: KafkaKit, tail: CompactedTail
 ) -> None:

@@ -6,7 +6,8 @@ are waited out); what this adds is the memory of where each partition was read t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
@@ -15,6 +16,13 @@ from mirrorflow.kafka.clients import consumer as make_consumer
 from mirrorflow.kafka.compacted_log import OPEN_TRANSACTION_WAIT_S, MissingTopicError, consume_to
 from mirrorflow.kafka.operation_error import KafkaOperationError
 from mirrorflow.kafka.topics import topic_ids
+
+MAX_GAP_S = 12 * 3600.0
+"""The longest time between two reads of a topic that may continue where the first ended; after a longer gap the
+topic is read again from its start. Once the log cleaner has passed a tombstone, the broker keeps it only
+`delete.retention.ms`: a reader that continues after that finds neither the deleted record's tombstone nor a sign
+that it missed one, and keeps a key that is gone. This default is half of Kafka's default (24 h); a caller whose
+topics keep tombstones for less passes half of theirs (the state topics: `internal_topics.STATE_TAIL_MAX_GAP_S`)."""
 
 
 class CompactedTail:
@@ -27,14 +35,24 @@ class CompactedTail:
     nothing would leave the caller with a view it cannot tell is incomplete. A topic that was deleted and
     re-created (a new topic ID, or an end below the position already read) is read again from its start, and
     `read_new` says so: the caller must drop everything it built from the old topic and read again from the
-    start (`forget`), since its other topics may have been re-created too. Between reads nothing is assigned, so
-    the client neither prefetches nor queues errors for partitions no one reads.
+    start (`forget`), since its other topics may have been re-created too. The same holds after more than
+    `max_gap_s` without reading a topic (see `MAX_GAP_S`): tombstones it would have needed may be gone. Between
+    reads nothing is assigned, so the client neither prefetches nor queues errors for partitions no one reads.
     """
 
     def __init__(
-        self, cluster: str, conf: Mapping[str, str], *, timeout_s: float, wait_s: float = OPEN_TRANSACTION_WAIT_S
+        self,
+        cluster: str,
+        conf: Mapping[str, str],
+        *,
+        timeout_s: float,
+        wait_s: float = OPEN_TRANSACTION_WAIT_S,
+        max_gap_s: float = MAX_GAP_S,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.cluster, self._timeout_s, self._wait_s = cluster, timeout_s, wait_s
+        self._max_gap_s, self._clock = max_gap_s, clock
+        self._last_read: dict[str, float] = {}
         settings: dict[str, str | int | bool] = {
             "enable.partition.eof": True,
             "isolation.level": "read_committed",
@@ -58,7 +76,8 @@ class CompactedTail:
     def read_new(self, topic: str, partition: int) -> tuple[bool, list[tuple[bytes | None, bytes | None]]]:
         """(restarted, the (key, value) records added since the last call, in log order); when restarted, the
         records are the re-created topic's from its start."""
-        restarted = self._recreated(topic, self.has_read(topic, partition))
+        lapsed = self._lapsed(topic)
+        restarted = self._recreated(topic, self.has_read(topic, partition)) or lapsed
         again, found = self._read_partition(topic, partition)
         return restarted or again, found
 
@@ -66,13 +85,15 @@ class CompactedTail:
         """`read_new` for every partition of `topic` (one topic-ID check): (restarted, (partition, key, value)
         records, each partition's in log order). A topic read before that is gone fails as in `read_new`."""
         seen = any(key[0] == topic for key in self._positions)
-        restarted = self._recreated(topic, seen)
+        lapsed = self._lapsed(topic)
+        recreated = self._recreated(topic, seen)
+        restarted = recreated or lapsed
         try:
             metadata = self._admin.list_topics(topic, timeout=self._timeout_s).topics.get(topic)
         except KafkaException as err:
             raise KafkaOperationError(self.cluster, f"reading the partitions of {topic}", err) from err
         count = 0 if metadata is None or metadata.error is not None else len(metadata.partitions)
-        if count == 0 and seen and not restarted:
+        if count == 0 and seen and not recreated:
             raise MissingTopicError(self.cluster, topic, "it was read before")
         found: list[tuple[int, bytes | None, bytes | None]] = []
         for partition in range(count):
@@ -120,6 +141,18 @@ class CompactedTail:
     def has_read(self, topic: str, partition: int) -> bool:
         """Whether `topic`-`partition` existed at a read since it was last forgotten."""
         return (topic, partition) in self._positions
+
+    def _lapsed(self, topic: str) -> bool:
+        """Whether `topic` was last read more than `max_gap_s` ago; if so its partitions are read from their start
+        (they still count as read before: one that is gone now fails the read). Stamps this read."""
+        now, last = self._clock(), self._last_read.get(topic)
+        self._last_read[topic] = now
+        keys = [k for k in self._positions if k[0] == topic]
+        if last is None or now - last <= self._max_gap_s or not keys:
+            return False
+        for key in keys:
+            self._positions[key] = 0
+        return True
 
     def _recreated(self, topic: str, seen: bool) -> bool:
         """Whether `topic` has a topic ID other than the one it had when read before (KIP-516); if so it is

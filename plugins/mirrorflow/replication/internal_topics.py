@@ -73,14 +73,23 @@ STATE_TOPIC_CONFIGS: dict[str, str] = {
     "segment.ms": "600000",
     "segment.bytes": str(16 * 1024 * 1024),
     "min.cleanable.dirty.ratio": "0.1",
+    "delete.retention.ms": "3600000",
 }
 """Segment settings of the state topics. A copy start reads its slots to their ends, and the log cleaner never
 compacts a partition's active segment: with the broker's defaults (1 GiB, 7 days) a start would read every record
 ever written to its slots (200,000 transactions: 800,000 records; docs/offsets.md). Rolling every 10 minutes or
 16 MiB, and cleaning once a tenth of the log is dirty, bounds a start's read to about the last 10 minutes of its
-slots' writes plus the live state. Kafka's own checkpoints of this kind (`__consumer_offsets`) also pick their
+slots' writes plus the live state, and what the cleaner keeps for `delete.retention.ms` after it passed: tombstones
+and the commit markers of every exactly-once transaction (about 80 bytes each on disk, fetched by every start).
+One hour instead of Kafka's 24 h keeps those to an hour of commits; a long-running reader that tails the state
+topics reads them again from their start after half of that without a read (`STATE_TAIL_MAX_GAP_S`), so it never
+misses a tombstone the cleaner dropped. Lowering `delete.retention.ms` below an hour on a state topic by hand
+breaks that guarantee. Kafka's own checkpoints of this kind (`__consumer_offsets`) also pick their
 segment size; MM2's topics (heartbeats, checkpoints, offset syncs) keep the broker's defaults, as MM2 leaves them.
 A value the topic sets itself (an operator's `kafka-configs --alter`) is kept."""
+
+STATE_TAIL_MAX_GAP_S = int(STATE_TOPIC_CONFIGS["delete.retention.ms"]) / 1000 / 2
+"""The longest a tailing reader of the state topics goes on from where it stopped (`CompactedTail.max_gap_s`)."""
 
 
 def heartbeats_topic(flow: Flow, rules: FlowRules | None = None) -> InternalTopic:

@@ -18,6 +18,7 @@ from mirrorflow.core.offset_map import OffsetMap, offset_map_topic
 from mirrorflow.core.progress import Progress, progress_topic
 from mirrorflow.kafka.compacted_tail import CompactedTail
 from mirrorflow.replication.flow_rules import internal_separator
+from mirrorflow.replication.internal_topics import STATE_TAIL_MAX_GAP_S
 from mirrorflow.replication.offset_translation import FlowOffsetMaps, map_topic_missing, restore_at_progress
 from mirrorflow.replication.state_records import SlottedState, TopicPartition
 
@@ -34,7 +35,7 @@ class OffsetMapTail:
     """
 
     def __init__(self, cluster: str, conf: Mapping[str, str], source_alias: str, separator: str, *, timeout_s: float):
-        self._tail = CompactedTail(cluster, conf, timeout_s=timeout_s)
+        self._tail = CompactedTail(cluster, conf, timeout_s=timeout_s, max_gap_s=STATE_TAIL_MAX_GAP_S)
         self._cluster = cluster
         self._progress_topic = progress_topic(source_alias, separator)
         self._map_topic = offset_map_topic(source_alias, separator)
