@@ -1,30 +1,52 @@
-"""`make bench-map-growth`: the offset map of a real exactly-once copy on real brokers after 1k to 200k
-transactions, thinned and not, side by side: the broker counterpart of `make bench-offset-map` (which models the
-same copy without a broker). docs/offsets.md has the figures.
+"""`make bench-map-growth`: what a real exactly-once copy on real brokers reads of its state at start-up after 1k
+to 20k transactions, with the state topics' segment settings (`STATE_TOPIC_CONFIGS`) and, measured in the same run
+as a baseline, with the broker's defaults they replaced; thinned and not. The broker counterpart of `make
+bench-offset-map` (which models the same map without a broker). docs/offsets.md has the figures.
 
-Model: two flows on two local clusters, one per variant, each copying its own one-partition source topic (offset
-syncs are keyed by source partition in a topic both flows would share, so they do not share a source). The source
-is filled first with enough records; the copy is the product's own `copy_range` in continuous mode (`end=None`,
-exactly-once: transactional producer, `commit_batch`, state topics created by `create_internal_topics` with their
-slots), in a process of its own per variant. Accelerated: each transaction is capped at `--txn-records` records
-through `CopyTask.batch_records` (the record cap `buffer_settings` applies), so a copy behind a filled source
-commits one small transaction after another, as a caught-up copy does per poll, only as fast as the brokers
-allow. Each transaction's commit marker takes a downstream offset, so every transaction opens a new exact run.
-Variants: `unthinned` (`offset_runs.DEFAULT_EXACT_RUNS` as shipped: `NO_THINNING`) and `thinned` (set to
-`THINNING_WINDOW` in its process before any `OffsetMap` is built: `OffsetMap` reads the module attribute at
-construction, so the copy's restored map and the start-up measurement below both use it).
+Model: one flow per variant between two local clusters, each copying its own one-partition source topic
+(offset syncs are keyed by source partition in a topic all flows would share, so they do not share a source) and
+so writing state topics of its own (named after its source alias). The source is filled first with enough
+records; the copy is the product's own `copy_range` in continuous mode (`end=None`, exactly-once: transactional
+producer, `commit_batch`, state topics created by `create_internal_topics` with their slots), in a process of its
+own per variant. Accelerated: each transaction is capped at `--txn-records` records through
+`CopyTask.batch_records` (the record cap `buffer_settings` applies), so a copy behind a filled source commits one
+small transaction after another, as a caught-up copy does per poll, only as fast as the brokers allow. Each
+transaction's commit marker takes a downstream offset, so every transaction opens a new exact run.
 
-At each checkpoint (`--checkpoints`, counted in committed transactions with records) the copy stops between
-transactions (its `stop` callback), both variants wait, and each one in turn, alone, measures on the target:
-* map records/bytes read: the partition's offset-map records in its slots of the compacted topic as a reader
-  gets them today, tombstones included (key + value bytes). The product creates its state topics with the
-  broker's default segment size (1 GiB) and the log cleaner never cleans an active segment, so nothing written in
-  a run this short is compacted: this is what a start-up reads now;
-* live keys/bytes: the same records folded as compaction would leave them (latest per key, tombstones removed):
-  what the map costs once the cleaner has run, i.e. the map's own size;
-* start-up: the copy's own start-up reads, `copy_slots.load_progress` + `load_segments`, then `restore_map`
-  (wall ms, median of `--repeat`); the progress topic is read whole too, and holds one record per transaction
-  until the cleaner runs, so its record count is printed beside.
+Variants (`--variants`, any subset):
+* `baseline` ("unthinned, 1 GiB segments"): the behaviour before the segment settings. After
+  `create_internal_topics`, its state topics get the broker's defaults set explicitly at topic level
+  (incremental alter configs: segment.bytes 1073741824, segment.ms 604800000, min.cleanable.dirty.ratio 0.5), a
+  value the product keeps as an operator's choice; map unthinned (`NO_THINNING`, as shipped).
+* `unthinned`: the product's settings, map unthinned.
+* `thinned`: the product's settings, `offset_runs.DEFAULT_EXACT_RUNS` set to `THINNING_WINDOW` in its process
+  before any `OffsetMap` is built (`OffsetMap` reads the module attribute at construction, so the copy's restored
+  map and the measurement below both use it; the measurement reports the restored map's window).
+Accelerated segment rolls: the product's segment.ms is 10 minutes, so a run of minutes would never roll a
+segment, and the log cleaner never cleans a partition's active segment. `--segment-ms` (default 15,000) is set at
+topic level on the state topics of the two variants with the product's settings; segment.bytes (16 MiB) and
+min.cleanable.dirty.ratio (0.1) stay the product's. A segment rolls only when a record is appended after
+segment.ms, so a copy's active segment holds up to its last segment.ms of writes. The brokers keep their
+defaults (`harness.bench_clusters`: only the cleaner's dedupe buffer is cut to 16 MiB, still room for some
+600,000 keys per pass): after a roll the cleaner starts within `log.cleaner.backoff.ms` (15 s), the time it
+sleeps when nothing is due; the bounded wait below covers that, so no broker setting is needed.
+
+At each checkpoint (`--checkpoints`, counted in committed transactions with records) the copies stop between
+transactions (their `stop` callback) and the bench waits, up to 2 x (segment.ms + 15 s), until no head slot of
+any variant holds anything the cleaner would clean (read from the target broker's log directory: its cleaner
+checkpoint and segment files; `min.cleanable.dirty.ratio` counted); the wait is printed. What is left is what a
+start after a pause would find. Then each variant in turn, alone, measures on the target:
+* progress / map records read: the records the copy's own start-up read, `copy_slots.load_state(task)` (what
+  `copy_range` calls), counted as they come (a wrapper around `copy_slots.read_to_end` in the copy's process),
+  tombstones included: a thinned map keeps one tombstone per merge for `delete.retention.ms` (24 h, unchanged)
+  after the cleaning that meets it. Map bytes are key + value;
+* live keys/bytes: the map records read folded as compaction leaves them (latest per key, no tombstones): the
+  map's own size, what a start reads at best;
+* segments, active offsets, bytes on disk (progress / map): the head slots' segment files on the broker, the
+  offsets of their active segment (records and commit markers: the part no cleaning can shrink yet) and the
+  bytes of all their segments. A reader fetches those bytes; it is handed records, not commit markers, and the
+  cleaner keeps a transaction's marker for `delete.retention.ms` after it has removed the transaction's records;
+* start-up ms: `load_state` (wall, median of `--repeat`), then `restore_map`.
 Then the copies resume from their committed progress (a new `copy_range`, as the next run of a flow would).
 Transactions per second are those of the stretch since the previous checkpoint, start-up of the run included.
 """
@@ -37,34 +59,53 @@ import signal
 import statistics
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
 
 from confluent_kafka.admin import NewTopic
 
 from bench_mirrorflow import flow_of, write_config
 from harness import KEEP, Case, bench_clusters, create_topics, produce_source, run_id, wait_for_leaders
+from map_growth_state import (
+    BROKER_DEFAULTS,
+    CLEANER_BACKOFF_S,
+    Broker,
+    ReadCounter,
+    await_cleaner,
+    head_partitions,
+    on_disk,
+    set_state_configs,
+)
 from mirrorflow.core import offset_runs
-from mirrorflow.core.offset_map import NO_THINNING, decode_segment_key
+from mirrorflow.core.offset_map import NO_THINNING
 from mirrorflow.core.offset_runs import THINNING_WINDOW
-from mirrorflow.core.progress import decode_progress_key
-from mirrorflow.kafka.compacted_log import read_to_end
 from mirrorflow.replication.copy_plan import SourcePartitions, plan_copy
 from mirrorflow.replication.copy_range import copy_range
 from mirrorflow.replication.copy_setup import restore_map
-from mirrorflow.replication.copy_slots import load_progress, load_segments
+from mirrorflow.replication.copy_slots import load_state
 from mirrorflow.replication.copy_task import CopyResult, CopyTask
 from mirrorflow.replication.flow_clients import FlowClients
 from mirrorflow.replication.internal_topics import create_internal_topics
 from report import text_table
 
-CHECKPOINTS = (1_000, 10_000, 100_000, 200_000)
-VARIANTS = {"unthinned": NO_THINNING, "thinned": THINNING_WINDOW}
-KeyDecoder = Callable[[bytes], tuple[Any, ...]]
-"""A state record key's decoder: its source topic and partition come first."""
+CHECKPOINTS = (1_000, 5_000, 10_000, 20_000)
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A variant: its label, its map's window, and whether its state topics get the broker's defaults."""
+
+    label: str
+    window: int
+    baseline: bool
+
+
+VARIANTS = {
+    "baseline": Kind("unthinned, 1 GiB segments", NO_THINNING, True),
+    "unthinned": Kind("unthinned", NO_THINNING, False),
+    "thinned": Kind("thinned", THINNING_WINDOW, False),
+}
 
 
 @dataclass
@@ -78,14 +119,15 @@ class Stretch:
 
 @dataclass
 class Measured:
-    """What one variant's state holds at a checkpoint, and what its start-up costs."""
+    """What one variant's start-up reads of its state at a checkpoint, and what that costs."""
 
-    read_records: int
-    read_bytes: int
+    progress_read: int
+    map_read: int
+    map_tombstones: int
+    map_bytes: int
     live_keys: int
     live_bytes: int
-    progress_records: int
-    reads_ms: float
+    startup_ms: float
     restore_ms: float
     runs_restored: int
     window: int
@@ -106,45 +148,28 @@ def copy_until(task: CopyTask, done: int, checkpoint: int) -> Stretch:
     return Stretch(result.transactions, result.records, time.perf_counter() - began)
 
 
-def partition_records(task: CopyTask, topic: str, decode_key: KeyDecoder) -> tuple[int, int, dict[bytes, bytes]]:
-    """(records, key + value bytes, live key -> value) of the task's partition in state topic `topic`, read whole
-    with the project's reader (read_committed, to the true end)."""
-    count = size = 0
-    live: dict[bytes, bytes] = {}
-    for _p, _o, key, value, _ts in read_to_end(task.target, task.target_consumer, topic, timeout_s=task.timeout_s):
-        if key is None or tuple(decode_key(key)[:2]) != (task.topic, task.partition):
-            continue
-        count += 1
-        size += len(key) + len(value or b"")
-        if value is None:
-            live.pop(key, None)
-        else:
-            live[key] = value
-    return count, size, live
-
-
-def measure(task: CopyTask, repeat: int) -> Measured:
-    """The map on the real topic and the copy's start-up reads (see the module docstring)."""
-    read_records, read_bytes, live = partition_records(task, task.offset_map_topic, decode_segment_key)
-    progress_records = partition_records(task, task.progress_topic, decode_progress_key)[0]
+def measure(task: CopyTask, repeat: int, counter: ReadCounter) -> Measured:
+    """The copy's start-up reads, counted and timed (see the module docstring)."""
     reads, restores = [], []
     for _ in range(repeat):
+        counter.reset()
         began = time.perf_counter()
-        progress, _ = load_progress(task)
-        stored, _ = load_segments(task)
+        state = load_state(task)
         loaded = time.perf_counter()
-        assert progress is not None, f"{task.flow}: no progress stored"
-        restored = restore_map(stored, progress, progress.next_upstream)
+        assert state.progress is not None, f"{task.flow}: no progress stored"
+        restored = restore_map(state.segments, state.progress, state.progress.next_upstream)
         reads.append(loaded - began)
         restores.append(time.perf_counter() - loaded)
-    if len(stored.runs) != len(live):
-        raise AssertionError(f"{task.flow}: the copy restores {len(stored.runs)} runs, the topic holds {len(live)}")
+    progress, stored = counter.of(task.progress_topic), counter.of(task.offset_map_topic)
+    if len(state.segments.runs) != len(stored.live):
+        raise AssertionError(f"{task.flow}: the copy restores {len(state.segments.runs)} runs, read {len(stored.live)}")
     return Measured(
-        read_records,
-        read_bytes,
-        len(live),
-        sum(len(k) + len(v) for k, v in live.items()),
-        progress_records,
+        progress.records,
+        stored.records,
+        stored.tombstones,
+        stored.size,
+        len(stored.live),
+        sum(stored.live.values()),
         statistics.median(reads) * 1000,
         statistics.median(restores) * 1000,
         len(restored.segments()),
@@ -153,8 +178,11 @@ def measure(task: CopyTask, repeat: int) -> Measured:
 
 
 def variant_child(conn: Connection, window: int, task: CopyTask, repeat: int) -> None:
-    """In the variant's own process: set its window before any map is built, then copy and measure on request."""
+    """In the variant's own process: set its window before any map is built, count what the state reads read,
+    then copy and measure on request."""
     offset_runs.DEFAULT_EXACT_RUNS = window
+    counter = ReadCounter(task)
+    counter.install()
     done = 0
     while (message := conn.recv()) is not None:
         kind, checkpoint = message
@@ -162,32 +190,47 @@ def variant_child(conn: Connection, window: int, task: CopyTask, repeat: int) ->
             conn.send(copy_until(task, done, checkpoint))
             done = checkpoint
         else:
-            conn.send(measure(task, repeat))
+            conn.send(measure(task, repeat, counter))
 
 
-def prepare(source: str, target: str, alias: str, topic: str, records: int, txn_records: int, config: Path) -> CopyTask:
+@dataclass(frozen=True)
+class Setup:
+    """Where a variant's source and target are, and how its state topics are set."""
+
+    source: str
+    target: str
+    config: Path
+    records: int
+    txn_records: int
+    configs: dict[str, str]
+
+
+def prepare(name: str, topic: str, setup: Setup) -> tuple[CopyTask, dict[str, str]]:
     """The variant's filled source topic, its remote topic, its state topics (the product's own creation, with
-    slots) and its continuous copy task, transactions capped at `txn_records`."""
-    create_topics(source, [NewTopic(topic, 1, 1, config=KEEP)])
-    produce_source(source, Case(records, 100, 1, topic))
-    create_topics(target, [NewTopic(f"{alias}.{topic}", 1, 1, config=KEEP)])
-    flow = flow_of(config, alias)
+    slots, then `setup.configs` at topic level) and its continuous copy task, transactions capped at
+    `setup.txn_records`; with the state topics' effective segment settings."""
+    create_topics(setup.source, [NewTopic(topic, 1, 1, config=KEEP)])
+    produce_source(setup.source, Case(setup.records, 100, 1, topic))
+    create_topics(setup.target, [NewTopic(f"{name}.{topic}", 1, 1, config=KEEP)])
+    flow = flow_of(setup.config, name)
     with FlowClients(flow) as clients:
         create_internal_topics(flow, clients, source_partitions=1)
-    task = plan_copy(flow, [SourcePartitions(topic, f"{alias}.{topic}", 1)], interval=False)[0]
+        effective = set_state_configs(flow, clients, setup.configs)
+    task = plan_copy(flow, [SourcePartitions(topic, f"{name}.{topic}", 1)], interval=False)[0]
     state = [(t, p) for t in (task.progress_topic, task.offset_map_topic) for p in range(task.state_partitions)]
-    wait_for_leaders(target, state)
-    return replace(task, batch_records=txn_records)
+    wait_for_leaders(setup.target, state)
+    return replace(task, batch_records=setup.txn_records), effective
 
 
 class Variant:
     """The parent's handle on one variant's process."""
 
-    def __init__(self, name: str, window: int, task: CopyTask, repeat: int) -> None:
-        self.name = name
+    def __init__(self, name: str, task: CopyTask, effective: dict[str, str], repeat: int) -> None:
+        self.name, self.kind, self.task, self.effective = name, VARIANTS[name], task, effective
         context = multiprocessing.get_context("spawn")
         self.conn, child = context.Pipe()
-        self.process = context.Process(target=variant_child, args=(child, window, task, repeat), daemon=True)
+        args = (child, self.kind.window, task, repeat)
+        self.process = context.Process(target=variant_child, args=args, daemon=True)
         self.process.start()
 
     def ask(self, kind: str, checkpoint: int) -> None:
@@ -199,6 +242,11 @@ class Variant:
                 raise RuntimeError(f"{self.name}: the copy process exited with {self.process.exitcode}")
         return self.conn.recv()
 
+    def watched(self) -> list[tuple[str, int, float]]:
+        """Its head slots with their `min.cleanable.dirty.ratio`."""
+        ratio = float(self.effective["min.cleanable.dirty.ratio"])
+        return [(t, p, ratio) for t, p in head_partitions(self.task)]
+
     def close(self) -> None:
         """Ends the process: at once if it is still copying (the run was cut short; its transaction aborts)."""
         if self.process.is_alive():
@@ -209,42 +257,59 @@ class Variant:
             self.process.join(30)
 
 
-def run(variants: list[Variant], checkpoints: list[int], together: bool) -> list[tuple[str, ...]]:
-    """Copy every variant to each checkpoint (at once when `together`), then measure them one at a time."""
+def copy_all(variants: list[Variant], checkpoint: int, together: bool) -> dict[str, Stretch]:
+    """Copies every variant to `checkpoint` (at once when `together`)."""
+    stretches: dict[str, Stretch] = {}
+    for v in variants:
+        v.ask("copy", checkpoint)
+        if not together:
+            stretches[v.name] = v.answer()  # type: ignore[assignment]
+    for v in variants:
+        if together:
+            stretches[v.name] = v.answer()  # type: ignore[assignment]
+    return stretches
+
+
+def run(variants: list[Variant], checkpoints: list[int], together: bool, broker: Broker) -> list[tuple[str, ...]]:
+    """Copy every variant to each checkpoint, wait for the cleaner, then measure them one at a time."""
     rows = []
+    watched = [w for v in variants for w in v.watched()]
     for checkpoint in checkpoints:
-        stretches: dict[str, Stretch] = {}
+        stretches = copy_all(variants, checkpoint, together)
+        waited = await_cleaner(broker.data_dir, watched, broker.wait_bound_s)
+        print(f"at {checkpoint:,}: waited {waited:,.0f} s for the cleaner", flush=True)
         for v in variants:
-            v.ask("copy", checkpoint)
-            if not together:
-                stretches[v.name] = v.answer()  # type: ignore[assignment]
-        for v in variants:
-            if together:
-                stretches[v.name] = v.answer()  # type: ignore[assignment]
-        for v in variants:
+            disk = on_disk(broker.bootstrap, broker.data_dir, head_partitions(v.task))
             v.ask("measure", checkpoint)
             m: Measured = v.answer()  # type: ignore[assignment]
             s = stretches[v.name]
-            rows.append(row(v.name, checkpoint, s, m))
+            rows.append(row(v.kind.label, checkpoint, s, m, waited, disk))
             print(
-                f"{v.name} at {checkpoint:,}: {s.transactions / s.seconds:,.0f} txn/s, "
-                + ", ".join(f"{k} {val:,.0f}" for k, val in vars(m).items()),
+                f"{v.name} at {checkpoint:,}: {s.transactions / s.seconds:,.0f} txn/s, (segments, active offsets, "
+                f"bytes) {disk}, " + ", ".join(f"{k} {val:,.0f}" for k, val in vars(m).items()),
                 flush=True,
             )
     return rows
 
 
-def row(name: str, checkpoint: int, s: Stretch, m: Measured) -> tuple[str, ...]:
+def row(
+    label: str, checkpoint: int, s: Stretch, m: Measured, waited: float, disk: list[tuple[int, int, int]]
+) -> tuple[str, ...]:
+    (p_segments, p_active, p_size), (m_segments, m_active, m_size) = disk
     return (
-        name,
+        label,
         f"{checkpoint:,}",
         f"{s.transactions / s.seconds:,.0f}",
-        f"{m.read_records:,}",
-        f"{m.read_bytes:,}",
+        f"{m.progress_read:,}",
+        f"{m.map_read:,} ({m.map_tombstones:,})",
+        f"{m.map_bytes:,}",
         f"{m.live_keys:,}",
         f"{m.live_bytes:,}",
-        f"{m.progress_records:,}",
-        f"{m.reads_ms:,.0f}",
+        f"{p_segments} / {m_segments}",
+        f"{p_active:,} / {m_active:,}",
+        f"{p_size:,} / {m_size:,}",
+        f"{waited:,.0f}",
+        f"{m.startup_ms:,.0f}",
         f"{m.restore_ms:,.1f}",
     )
 
@@ -253,46 +318,70 @@ HEADER = (
     "variant",
     "transactions",
     "txn/s",
-    "map records read",
+    "progress records read",
+    "map records read (tombstones)",
     "map bytes read",
     "live keys",
     "live bytes",
-    "progress records",
-    "start-up reads ms",
+    "segments p / m",
+    "active offsets p / m",
+    "bytes on disk p / m",
+    "wait s",
+    "start-up ms",
     "restore ms",
 )
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="bench_map_growth", description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--checkpoints", default=",".join(map(str, CHECKPOINTS)), help="transactions, comma-separated")
+    parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated, of: %(default)s")
+    parser.add_argument("--segment-ms", type=int, default=15_000, help="segment.ms of the product variants")
     parser.add_argument("--txn-records", type=int, default=1, help="records per transaction (default %(default)s)")
     parser.add_argument("--repeat", type=int, default=3, help="start-ups timed per checkpoint (median)")
     parser.add_argument("--one-at-a-time", action="store_true", help="copy the variants in turn, not at once")
     args = parser.parse_args(argv)
+    args.variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    unknown = [v for v in args.variants if v not in VARIANTS]
+    if unknown or not args.variants:
+        parser.error(f"--variants: {unknown or 'none'}; known: {', '.join(VARIANTS)}")
+    args.checkpoints = sorted(int(c) for c in args.checkpoints.split(","))
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
     # A run stopped by `kill` still stops its copies and brokers (`finally` below, `bench_clusters`).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    checkpoints = sorted(int(c) for c in args.checkpoints.split(","))
+    checkpoints: list[int] = args.checkpoints
     rid = run_id()
+    wait_bound_s = 2 * (args.segment_ms / 1000 + CLEANER_BACKOFF_S)
     with bench_clusters("mirrorflow-bench-map-") as (directory, source, target):
         config = directory / "growth.properties"
-        topics = {name: f"growth-{i}-{rid}" for i, name in enumerate(VARIANTS)}  # keys of one size
+        topics = {name: f"growth-{i}-{rid}" for i, name in enumerate(args.variants)}  # keys of one size
         write_config(config, source, target, {name: (topic, "exactly-once") for name, topic in topics.items()})
         records = checkpoints[-1] * args.txn_records
         variants: list[Variant] = []
         try:
-            for name, window in VARIANTS.items():
-                task = prepare(source, target, name, topics[name], records, args.txn_records, config)
-                variants.append(Variant(name, window, task, args.repeat))
+            for name in args.variants:
+                configs = BROKER_DEFAULTS if VARIANTS[name].baseline else {"segment.ms": str(args.segment_ms)}
+                setup = Setup(source, target, config, records, args.txn_records, configs)
+                task, effective = prepare(name, topics[name], setup)
+                print(f"{name}: state topics {effective}", flush=True)
+                variants.append(Variant(name, task, effective, args.repeat))
+            broker = Broker(target, directory / "clusters" / "B" / "data", wait_bound_s)
             began = time.perf_counter()
-            rows = run(variants, checkpoints, together=not args.one_at_a_time)
+            rows = run(variants, checkpoints, not args.one_at_a_time, broker)
             elapsed = time.perf_counter() - began
         finally:
             for v in variants:
                 v.close()
     print(
-        f"\noffset map of one partition after N exactly-once transactions of {args.txn_records} record(s), real "
-        f"brokers; thinned: W = {THINNING_WINDOW} exact runs; {elapsed:,.0f} s in all"
+        f"\nstart-up reads of one partition's state after N exactly-once transactions of {args.txn_records} "
+        f"record(s), real brokers; thinned: W = {THINNING_WINDOW} exact runs; product settings with segment.ms "
+        f"accelerated to {args.segment_ms:,} (product default 600,000) at topic level; baseline: the broker's "
+        f"defaults at topic level; waited up to {wait_bound_s:,.0f} s for the cleaner per checkpoint; "
+        f"{elapsed:,.0f} s in all"
     )
     print(text_table(HEADER, rows))
     return 0
