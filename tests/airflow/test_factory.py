@@ -56,9 +56,9 @@ def test_one_dag_per_enabled_flow_with_the_design_task_graph(
     assert {t.task_id for t in interval.tasks} == INTERVAL_TASKS
     assert downstream(continuous, "sync_topics") == {"sync_configs", "sync_acls"}
     assert downstream(interval, "sync_topics") == {"sync_configs", "sync_acls", "heartbeats"}
+    assert (continuous.max_active_runs, interval.max_active_runs) == (2, 1)  # continuous runs overlap (below)
     for dag in (continuous, interval):
         assert downstream(dag, "discover") == {"sync_topics"}
-        assert dag.max_active_runs == 1
         assert dag.catchup is False
         copy = dag.get_task("copy")
         assert copy.application == str(REPO / "spark_jobs" / "mirrorflow_copy.py")
@@ -70,7 +70,7 @@ def test_one_dag_per_enabled_flow_with_the_design_task_graph(
         assert discover.op_kwargs["config_path"] == str(config)
 
     assert set(continuous.tags) == {"mirrorflow", "source:A", "target:B"}
-    assert type(continuous.timetable).__name__ == "ContinuousTimetable"
+    assert type(continuous.timetable).__name__ == "DeltaTriggerTimetable"  # @continuous, overlapping (below)
     for upstream in ("sync_configs", "sync_acls"):
         assert downstream(continuous, upstream) == {"copy", "loops"}
     assert downstream(continuous, "copy") == set()
@@ -84,6 +84,34 @@ def test_one_dag_per_enabled_flow_with_the_design_task_graph(
     assert downstream(interval, "copy") == {"emit_checkpoints"}
     assert downstream(interval, "emit_checkpoints") == {"sync_group_offsets"}
     assert interval.get_task("copy").application_args == [str(config), "--flow", "B->A", "--mode", "interval"]
+
+
+@pytest.mark.parametrize(
+    ("settings", "overlap"),
+    [
+        ("", timedelta(seconds=240)),  # the defaults: run.seconds 300, handover.seconds 60
+        ("A->B.mirrorflow.copy.run.seconds = 120\nA->B.mirrorflow.copy.handover.seconds = 45\n", timedelta(seconds=75)),
+        ("A->B.mirrorflow.delivery = at-least-once\n", None),  # no fence: two copies of a partition could skip
+        ("A->B.mirrorflow.copy.handover.seconds = 0\n", None),
+        ("A->B.mirrorflow.copy.handover.seconds = 300\n", None),  # not below run.seconds
+        ("A->B.mirrorflow.schedule = 10m\n", None),  # the operator's own schedule
+        ("A->B.mirrorflow.copy.mode = interval\n", None),
+    ],
+)
+def test_continuous_exactly_once_runs_overlap_by_the_handover(
+    write_config: Callable[..., Path], dag_bag: Callable[..., Any], settings: str, overlap: timedelta | None
+) -> None:
+    """An exactly-once continuous flow left at `@continuous` starts a run every run.seconds - handover.seconds
+    with two runs allowed at once, so the next copy fences the current one instead of waiting for its end
+    (`airflow.schedule.overlapping_runs`); anything else keeps its schedule and one run at a time."""
+    bag = dag_bag(write_config(TWO_CLUSTERS + "A->B.enabled = true\n" + settings))
+    assert bag.import_errors == {}
+    dag = bag.dags["mirrorflow__A__B"]
+    if overlap is None:
+        assert dag.max_active_runs == 1
+        assert getattr(dag.timetable, "delta", None) != timedelta(seconds=240)
+    else:
+        assert (dag.max_active_runs, dag.timetable.delta) == (2, overlap)
 
 
 def test_intervals_become_delta_timetables(write_config: Callable[..., Path], dag_bag: Callable[..., Any]) -> None:

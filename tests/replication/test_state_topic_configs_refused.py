@@ -13,8 +13,8 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 
-from mirrorflow.replication.internal_topics import InternalTopic, configure_state_topics
 from mirrorflow.kafka.topics import create_compacted_topic
+from mirrorflow.replication.internal_topics import InternalTopic, configure_state_topics
 
 
 def failed(code: int) -> Future[Any]:
@@ -34,7 +34,11 @@ class RefusingAdmin:
         return {r: failed(self.code) for r in resources}
 
     def create_topics(self, topics: list[Any], **_kw: Any) -> dict[str, Future[Any]]:
-        return {t.topic: failed(self.code) for t in topics}
+        """A policy that fixes segment settings: a topic asking for one is refused, others are created."""
+        self.created = [dict(t.config) for t in topics]
+        done: Future[Any] = Future()
+        done.set_result(None)
+        return {t.topic: failed(self.code) if "segment.bytes" in t.config else done for t in topics}
 
 
 def state_topic() -> InternalTopic:
@@ -42,13 +46,16 @@ def state_topic() -> InternalTopic:
 
 
 def test_a_principal_without_describe_configs_still_runs_the_flow() -> None:
-    # HEAD: KafkaOperationError (describing configs ... Topic authorization failed): the topic step, and the cycle, fail.
-    configure_state_topics(
+    # Before the fix: KafkaOperationError (describing configs ... Topic authorization failed) failed the cycle.
+    configured = configure_state_topics(
         RefusingAdmin(KafkaError.TOPIC_AUTHORIZATION_FAILED), "B", [state_topic()], dry_run=False, timeout_s=1.0
     )
+    assert configured == []
 
 
 def test_a_cluster_whose_policy_refuses_segment_settings_still_gets_its_state_topics() -> None:
-    # HEAD: KafkaOperationError (creating topic ... POLICY_VIOLATION): the state topics are never created.
+    # Before the fix: KafkaOperationError (creating topic ... POLICY_VIOLATION): the state topics were never created.
     admin = RefusingAdmin(KafkaError.POLICY_VIOLATION)
-    create_compacted_topic(admin, "B", "mirrorflow.A.progress.internal", 3, 1.0, 4, {"segment.bytes": "16777216"})  # type: ignore[arg-type]
+    settings = {"segment.bytes": "16777216"}
+    assert create_compacted_topic(admin, "B", "mirrorflow.A.progress.internal", 3, 1.0, 4, settings)  # type: ignore[arg-type]
+    assert admin.created == [{"cleanup.policy": "compact"}], "created again without the refused settings"

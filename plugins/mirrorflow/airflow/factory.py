@@ -33,7 +33,7 @@ from mirrorflow.airflow.assets import checkpoints_asset
 from mirrorflow.airflow.dag_docs import broken_doc, flow_doc, heartbeat_doc
 from mirrorflow.airflow.dag_ids import flow_dag_id, flow_tags, heartbeat_dag_id, heartbeat_tags, heartbeat_task_id
 from mirrorflow.airflow.embedded import REPO
-from mirrorflow.airflow.schedule import Schedule, ScheduleError, parse_schedule
+from mirrorflow.airflow.schedule import Schedule, ScheduleError, overlapping_runs, parse_schedule
 from mirrorflow.airflow.spark import MirrorflowCopyOperator
 from mirrorflow.config.issues import Issue, IssueLog
 from mirrorflow.config.loader import load_config
@@ -168,13 +168,13 @@ class _Factory:
             task_id=task_id, python_callable=tasks.fail_fast(call), op_kwargs=self._op_kwargs(flow), **kwargs
         )
 
-    def _dag(self, dag_id: str, flow: Flow, schedule: Schedule, **kwargs: Any) -> DAG:
+    def _dag(self, dag_id: str, flow: Flow, schedule: Schedule, active_runs: int = 1, **kwargs: Any) -> DAG:
         return DAG(
             dag_id=dag_id,
             schedule=schedule,
             start_date=START_DATE,
             catchup=False,
-            max_active_runs=1,
+            max_active_runs=active_runs,
             auto_register=False,  # only what `register_flow_dags` returns: never a half-built DAG
             default_args={"owner": "mirrorflow", **self._retry_args(flow)},
             **kwargs,
@@ -203,10 +203,13 @@ class _Factory:
         continuous = flow.copy_mode == "continuous"
         steps = [s for s in flow_steps(flow) if not (continuous and s.beside_copy)]
         task_ids = [task_id for s in steps for task_id in s.tasks] + (["loops"] if continuous else [])
+        schedule = self.schedule(flow)
+        overlap = overlapping_runs(flow, schedule)  # continuous exactly-once: runs hand over without a stop
         with self._dag(
             dag_id,
             flow,
-            self.schedule(flow),
+            schedule if overlap is None else overlap,
+            1 if overlap is None else 2,
             tags=flow_tags(flow.source, flow.target),
             doc_md=flow_doc(flow, self.path, task_ids),
             description=f"Mirrorflow {flow.name}: MM2 replication from {flow.source} to {flow.target}",

@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 
+from mirrorflow.config.model import Flow
+
 CONTINUOUS = "@continuous"
 MANUAL = {"none", "@none", "manual"}
 PRESETS = {CONTINUOUS, "@once", "@hourly", "@daily", "@weekly", "@monthly", "@quarterly", "@yearly"}
@@ -108,3 +110,24 @@ def _positive(value: str, interval: timedelta) -> timedelta:
     if interval < timedelta(seconds=1):
         raise ScheduleError(f"{value!r} is shorter than one second", "use 1s or more, or @continuous")
     return interval
+
+
+def overlapping_runs(flow: Flow, schedule: Schedule) -> timedelta | None:
+    """The interval at which a continuous flow's DAG runs start so that they overlap, or None when they do not;
+    `schedule` is the flow's, parsed.
+
+    Under `@continuous` one run starts only once the previous one ended, so every boundary stops replication for
+    a run's whole start (discovery, spark-submit, a Spark session: ~37 s on the 2-core test host, `make
+    bench-deployed`). An exactly-once flow left at `@continuous` instead starts a run every `run.seconds -
+    handover.seconds` with two runs allowed at once: the next run's copy starts while the current one still
+    copies, its transactional producers fence the current copy's (same ids), and the fenced copy ends as handed
+    over (`copy_loop.CopyLoop`). Replication then pauses for one transaction, not for a start. At-least-once
+    copies have no fence, and two of them on one partition at once could skip records: they never overlap. Nor
+    do flows with their own schedule, or with `mirrorflow.copy.handover.seconds` 0 or not below
+    `mirrorflow.copy.run.seconds`. The overlap is what remains of `handover.seconds` once the next run has
+    started: a start slower than it leaves a gap, never a double copy.
+    """
+    handover, run = flow.copy_handover_seconds, flow.copy_run_seconds
+    if flow.copy_mode != "continuous" or flow.delivery != "exactly-once" or schedule != CONTINUOUS:
+        return None
+    return timedelta(seconds=run - handover) if 0 < handover < run else None

@@ -33,7 +33,8 @@ from mirrorflow.core.patterns import PatternError, compile_patterns, parse_list
 from mirrorflow.core.topic_filter import JAVA_DEFAULT_TOPIC_FILTER
 
 _REPLICATION_FACTORS = [k for k in TYPED_FIELDS.values() if k.endswith("replication.factor")]
-_POSITIVE = [k for k in TYPED_FIELDS.values() if k.endswith((".seconds", ".ms"))] + [
+_NON_NEGATIVE = ["mirrorflow.copy.handover.seconds"]  # 0: DAG runs never overlap
+_POSITIVE = [k for k in TYPED_FIELDS.values() if k.endswith((".seconds", ".ms")) and k not in _NON_NEGATIVE] + [
     "mirrorflow.copy.partitions.per.task",
     "mirrorflow.drill.history",
     TOTAL_CORES_KEY,
@@ -168,6 +169,8 @@ def _spark_conf(reader: _Resolver) -> dict[str, SecretStr]:
 def _check_range(key: str, number: int) -> None:
     if key == "mirrorflow.lag.target.records" and number < 0:
         raise ValueProblem(f"{number} is not a number of records", "use 0 (always caught up) or more")
+    if key in _NON_NEGATIVE and number < 0:
+        raise ValueProblem(f"{number} is not a number of seconds", "use 0 (runs never overlap) or more")
     if key == "mirrorflow.airflow.retries" and number < 0:
         raise ValueProblem(f"{number} is not a number of retries", "use 0 (never retry) or more")
     if key in _REPLICATION_FACTORS and number != -1 and number < 1:

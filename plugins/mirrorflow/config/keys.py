@@ -241,6 +241,7 @@ MIRRORFLOW_FLOW_KEYS: dict[str, KeySpec] = {
             case_insensitive=True,
         ),
         KeySpec("mirrorflow.copy.run.seconds", "long", "300"),
+        KeySpec("mirrorflow.copy.handover.seconds", "long", "60"),
         KeySpec("mirrorflow.copy.transaction.max.ms", "long", "500"),
         KeySpec("mirrorflow.copy.partitions.per.task", "int", "8"),
         KeySpec("mirrorflow.schedule", "string", "@continuous"),

@@ -75,6 +75,7 @@ TYPED_FIELDS: dict[str, str] = {
     "delivery": "mirrorflow.delivery",
     "copy_mode": "mirrorflow.copy.mode",
     "copy_run_seconds": "mirrorflow.copy.run.seconds",
+    "copy_handover_seconds": "mirrorflow.copy.handover.seconds",
     "copy_transaction_max_ms": "mirrorflow.copy.transaction.max.ms",
     "copy_partitions_per_task": "mirrorflow.copy.partitions.per.task",
     "schedule": "mirrorflow.schedule",
@@ -187,6 +188,8 @@ class Flow(BaseModel):
     delivery: Literal["exactly-once", "at-least-once"] = "exactly-once"
     copy_mode: Literal["continuous", "interval"] = "continuous"
     copy_run_seconds: int = 300
+    copy_handover_seconds: int = 60
+    """How long before a continuous run's copy ends the next run starts (`airflow.schedule.overlapping_runs`)."""
     copy_transaction_max_ms: int = 500
     """The longest a copy transaction stays open: what a record waits at most before it is committed."""
     copy_partitions_per_task: int = 8

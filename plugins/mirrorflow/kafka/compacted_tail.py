@@ -25,6 +25,13 @@ that it missed one, and keeps a key that is gone. This default is half of Kafka'
 topics keep tombstones for less passes half of theirs (the state topics: `internal_topics.STATE_TAIL_MAX_GAP_S`)."""
 
 
+def boot_clock() -> float:
+    """Seconds on a clock that also runs while the host is suspended (a gap must count that time: the broker's
+    retention runs on), where Linux has one; wall-clock time elsewhere."""
+    boottime = getattr(time, "CLOCK_BOOTTIME", None)
+    return time.clock_gettime(boottime) if boottime is not None else time.time()
+
+
 class CompactedTail:
     """Reads partitions of internal topics to their true end again and again, each time only what was added
     since the last read (MM2's OffsetSyncStore and Kafka Connect's offset store load once, then tail).
@@ -48,11 +55,14 @@ class CompactedTail:
         timeout_s: float,
         wait_s: float = OPEN_TRANSACTION_WAIT_S,
         max_gap_s: float = MAX_GAP_S,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = boot_clock,
     ) -> None:
         self.cluster, self._timeout_s, self._wait_s = cluster, timeout_s, wait_s
         self._max_gap_s, self._clock = max_gap_s, clock
-        self._last_read: dict[str, float] = {}
+        self._read_at: dict[tuple[str, int], float] = {}
+        """When the read that set each position began (before its end was asked)."""
+        self._lapsed_keys: set[tuple[str, int]] = set()
+        """Positions reset by a gap whose read from the start has not completed yet: reported as restarted."""
         settings: dict[str, str | int | bool] = {
             "enable.partition.eof": True,
             "isolation.level": "read_committed",
@@ -72,20 +82,22 @@ class CompactedTail:
         self._topic_ids.pop(topic, None)
         for key in [k for k in self._positions if k[0] == topic]:
             del self._positions[key]
+            self._read_at.pop(key, None)
+            self._lapsed_keys.discard(key)
 
     def read_new(self, topic: str, partition: int) -> tuple[bool, list[tuple[bytes | None, bytes | None]]]:
         """(restarted, the (key, value) records added since the last call, in log order); when restarted, the
         records are the re-created topic's from its start."""
-        lapsed = self._lapsed(topic)
+        lapsed = self._lapsed([(topic, partition)])
         restarted = self._recreated(topic, self.has_read(topic, partition)) or lapsed
-        again, found = self._read_partition(topic, partition)
+        again, found = self._read_stamped(topic, partition)
         return restarted or again, found
 
     def read_new_all(self, topic: str) -> tuple[bool, list[tuple[int, bytes | None, bytes | None]]]:
         """`read_new` for every partition of `topic` (one topic-ID check): (restarted, (partition, key, value)
         records, each partition's in log order). A topic read before that is gone fails as in `read_new`."""
         seen = any(key[0] == topic for key in self._positions)
-        lapsed = self._lapsed(topic)
+        lapsed = self._lapsed([key for key in self._positions if key[0] == topic])
         recreated = self._recreated(topic, seen)
         restarted = recreated or lapsed
         try:
@@ -97,7 +109,7 @@ class CompactedTail:
             raise MissingTopicError(self.cluster, topic, "it was read before")
         found: list[tuple[int, bytes | None, bytes | None]] = []
         for partition in range(count):
-            again, records = self._read_partition(topic, partition)
+            again, records = self._read_stamped(topic, partition)
             restarted = restarted or again
             found.extend((partition, key, value) for key, value in records)
         return restarted, found
@@ -142,17 +154,27 @@ class CompactedTail:
         """Whether `topic`-`partition` existed at a read since it was last forgotten."""
         return (topic, partition) in self._positions
 
-    def _lapsed(self, topic: str) -> bool:
-        """Whether `topic` was last read more than `max_gap_s` ago; if so its partitions are read from their start
-        (they still count as read before: one that is gone now fails the read). Stamps this read."""
-        now, last = self._clock(), self._last_read.get(topic)
-        self._last_read[topic] = now
-        keys = [k for k in self._positions if k[0] == topic]
-        if last is None or now - last <= self._max_gap_s or not keys:
-            return False
+    def _lapsed(self, keys: list[tuple[str, int]]) -> bool:
+        """Whether any of these partitions was last read more than `max_gap_s` ago (by the start of the read that
+        set its position); those are read from their start, and say so until that read completes. They still
+        count as read before: one that is gone now fails the read."""
+        now, lapsed = self._clock(), False
         for key in keys:
-            self._positions[key] = 0
-        return True
+            at = self._read_at.get(key)
+            if key in self._positions and at is not None and now - at > self._max_gap_s:
+                self._positions[key] = 0
+                self._lapsed_keys.add(key)
+            lapsed = lapsed or key in self._lapsed_keys
+        return lapsed
+
+    def _read_stamped(self, topic: str, partition: int) -> tuple[bool, list[tuple[bytes | None, bytes | None]]]:
+        """`_read_partition`, stamping the partition's position with the time the read began once it succeeded
+        (a failed read leaves the old stamp: its position did not move)."""
+        began = self._clock()
+        result = self._read_partition(topic, partition)
+        self._read_at[(topic, partition)] = began
+        self._lapsed_keys.discard((topic, partition))
+        return result
 
     def _recreated(self, topic: str, seen: bool) -> bool:
         """Whether `topic` has a topic ID other than the one it had when read before (KIP-516); if so it is

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -21,6 +22,17 @@ from confluent_kafka.admin import ConfigEntry as _KafkaConfigEntry
 from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.core.progress import topic_id_text
 from mirrorflow.kafka.operation_error import KafkaOperationError, error_code
+
+log = logging.getLogger(__name__)
+
+REFUSALS = (
+    KafkaError.TOPIC_AUTHORIZATION_FAILED,
+    KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+    KafkaError.POLICY_VIOLATION,
+    KafkaError.INVALID_CONFIG,
+)
+"""How a cluster refuses topic settings that are ours to want, not to require: no permission, or a policy (a
+managed cluster that fixes `segment.bytes`)."""
 
 
 @dataclass(frozen=True)
@@ -151,19 +163,32 @@ def create_compacted_topic(
     except KafkaOperationError as err:
         if err.code in (KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED):
             return False
-        raise
+        if not configs or err.code not in REFUSALS:
+            raise
+        log.warning(
+            "'%s' refused creating topic '%s' with %s (%s): created without them", cluster, name, dict(configs), err
+        )
+        return create_compacted_topic(admin, cluster, name, replication_factor, timeout_s, partitions)
 
 
-def await_leaders(admin: AdminClient, cluster: str, counts: Mapping[str, int], timeout_s: float) -> None:
+def await_leaders(
+    admin: AdminClient,
+    cluster: str,
+    counts: Mapping[str, int],
+    timeout_s: float,
+    first_new: Mapping[str, int] | None = None,
+) -> None:
     """Wait until this broker's metadata shows each topic with at least its partition count, every partition with
     a leader. A topic just created or grown is not writable before that, and a producer gives up on a partition
     it does not see within its own 30 s (librdkafka's `topic.metadata.propagation.max.ms`): a cycle that created
-    768 state-topic partitions once failed its heartbeat that way on a busy host (bench-flow-scale)."""
+    768 state-topic partitions once failed its heartbeat that way on a busy host (bench-flow-scale). Of a grown
+    topic only the partitions from `first_new[topic]` on must have a leader: an old partition whose broker is away
+    is not this step's to wait for (copies of the other slots go on)."""
     if not counts:
         return
     deadline = time.monotonic() + timeout_s
     while True:
-        waiting = _without_leaders(admin, cluster, counts, timeout_s)
+        waiting = _without_leaders(admin, cluster, counts, timeout_s, first_new or {})
         if not waiting:
             return
         if time.monotonic() >= deadline:
@@ -175,7 +200,9 @@ def await_leaders(admin: AdminClient, cluster: str, counts: Mapping[str, int], t
         time.sleep(0.2)
 
 
-def _without_leaders(admin: AdminClient, cluster: str, counts: Mapping[str, int], timeout_s: float) -> list[str]:
+def _without_leaders(
+    admin: AdminClient, cluster: str, counts: Mapping[str, int], timeout_s: float, first_new: Mapping[str, int]
+) -> list[str]:
     try:
         topics = admin.list_topics(timeout=timeout_s).topics
     except KafkaException as err:
@@ -184,7 +211,8 @@ def _without_leaders(admin: AdminClient, cluster: str, counts: Mapping[str, int]
     for name, count in counts.items():
         found = topics.get(name)
         parts = {} if found is None or found.error is not None else found.partitions
-        if len(parts) < count or any(p.leader < 0 or p.error is not None for p in parts.values()):
+        new = [p for i, p in parts.items() if i >= first_new.get(name, 0)]
+        if len(parts) < count or any(p.leader < 0 or p.error is not None for p in new):
             waiting.append(name)
     return waiting
 

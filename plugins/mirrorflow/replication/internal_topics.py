@@ -20,6 +20,7 @@ Names come from the policy (a custom separator applies when
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Literal
 
@@ -27,7 +28,9 @@ from mirrorflow.config.model import Flow
 from mirrorflow.core.offset_map import offset_map_topic
 from mirrorflow.core.progress import progress_topic
 from mirrorflow.core.state_slots import check_count, flow_state_partitions
+from mirrorflow.kafka.operation_error import KafkaOperationError
 from mirrorflow.kafka.topics import (
+    REFUSALS,
     ConfigChange,
     alter_topic_configs,
     await_leaders,
@@ -39,6 +42,8 @@ from mirrorflow.kafka.topics import (
 from mirrorflow.replication.flow_clients import Admin, FlowClients
 from mirrorflow.replication.flow_rules import FlowRules
 from mirrorflow.replication.metrics import metrics_topic
+
+log = logging.getLogger(__name__)
 
 Side = Literal["source", "target"]
 
@@ -74,19 +79,29 @@ STATE_TOPIC_CONFIGS: dict[str, str] = {
     "segment.bytes": str(16 * 1024 * 1024),
     "min.cleanable.dirty.ratio": "0.1",
     "delete.retention.ms": "3600000",
+    "min.compaction.lag.ms": "900000",
 }
-"""Segment settings of the state topics. A copy start reads its slots to their ends, and the log cleaner never
-compacts a partition's active segment: with the broker's defaults (1 GiB, 7 days) a start would read every record
-ever written to its slots (200,000 transactions: 800,000 records; docs/offsets.md). Rolling every 10 minutes or
-16 MiB, and cleaning once a tenth of the log is dirty, bounds a start's read to about the last 10 minutes of its
-slots' writes plus the live state, and what the cleaner keeps for `delete.retention.ms` after it passed: tombstones
-and the commit markers of every exactly-once transaction (about 80 bytes each on disk, fetched by every start).
-One hour instead of Kafka's 24 h keeps those to an hour of commits; a long-running reader that tails the state
-topics reads them again from their start after half of that without a read (`STATE_TAIL_MAX_GAP_S`), so it never
-misses a tombstone the cleaner dropped. Lowering `delete.retention.ms` below an hour on a state topic by hand
-breaks that guarantee. Kafka's own checkpoints of this kind (`__consumer_offsets`) also pick their
-segment size; MM2's topics (heartbeats, checkpoints, offset syncs) keep the broker's defaults, as MM2 leaves them.
-A value the topic sets itself (an operator's `kafka-configs --alter`) is kept."""
+"""Segment settings of the state topics. A copy start reads its slots to their ends, and the log cleaner never compacts
+a partition's active segment: with the broker's defaults (1 GiB, 7 days) a start would read every record ever written
+to its slots (200,000 transactions: 800,000 records; docs/offsets.md). Rolling every 10 minutes or 16 MiB, and
+cleaning once a tenth of the log is dirty, bounds a start's read to about the last 25 minutes of its slots' writes
+(the open segment, and `min.compaction.lag.ms` below) plus the live state and what the cleaner keeps for
+`delete.retention.ms` after it passed: tombstones and the commit marker of every exactly-once transaction (about 80
+bytes each on disk, fetched by every start). One hour instead of Kafka's 24 h keeps those to an hour of commits; a
+long-running reader that tails the state topics reads them again from their start after half of that without a read
+(`STATE_TAIL_MAX_GAP_S`), so it never misses a tombstone the cleaner dropped. Lowering `delete.retention.ms` below an
+hour on a state topic by hand breaks that guarantee.
+
+`min.compaction.lag.ms` (15 min) keeps a record out of the cleaner's reach until it is that old, also as the newer
+record that would make an older one go: a reader takes each partition's end and then fetches up to it, and a record
+whose key is written again beyond that end could otherwise be cleaned away before the fetch reaches it, so the reader
+would find the key in neither place (a tail run missing: offsets translated past copies, labelled exact; found by
+review, `tests/replication/test_state_cleaner_race.py`). Reads take seconds; the lag is measured on the records'
+timestamps (the writers' clocks).
+
+A cluster that refuses these settings (a policy, or no permission to describe or alter configs) gets its state topics
+without them, with a warning. A value the topic sets itself (an operator's `kafka-configs --alter`) is kept. MM2's
+topics (heartbeats, checkpoints, offset syncs) keep the broker's defaults, as MM2 leaves them."""
 
 STATE_TAIL_MAX_GAP_S = int(STATE_TOPIC_CONFIGS["delete.retention.ms"]) / 1000 / 2
 """The longest a tailing reader of the state topics goes on from where it stopped (`CompactedTail.max_gap_s`)."""
@@ -145,11 +160,13 @@ def ensure_internal_topics(
         admin = clients.admin(side)
         existing = list_topic_partitions(admin, clients.alias(side), clients.timeout_s)
         made: dict[str, int] = {}
+        first_new: dict[str, int] = {}
         for topic in wanted:
             if topic.name in existing:
                 present.append(topic.name)
                 growth = _grow(admin, topic, existing[topic.name], dry_run, clients.timeout_s)
                 made.update({name: after for name, _before, after in growth})
+                first_new.update({name: before for name, before, _after in growth})
                 grown += growth
             elif dry_run or create_compacted_topic(
                 admin,
@@ -165,7 +182,7 @@ def ensure_internal_topics(
             else:
                 present.append(topic.name)
         if not dry_run:
-            await_leaders(admin, clients.alias(side), made, clients.timeout_s)
+            await_leaders(admin, clients.alias(side), made, clients.timeout_s, first_new)
         old = [t for t in wanted if t.name in existing and t.purpose in STATE_PURPOSES]
         configured += configure_state_topics(admin, clients.alias(side), old, dry_run, clients.timeout_s)
     return InternalTopicsReport(flow.name, dry_run, tuple(created), tuple(present), tuple(grown), tuple(configured))
@@ -181,6 +198,24 @@ def configure_state_topics(
 ) -> list[tuple[str, str, str]]:
     """Set `STATE_TOPIC_CONFIGS` on existing state topics that do not set a key themselves (topics created by an
     older version, or by hand); returns (topic, key, value) for each key set (or, in a dry run, to be set)."""
+    try:
+        return _configure(admin, cluster, topics, dry_run, timeout_s)
+    except KafkaOperationError as err:
+        if err.code not in REFUSALS:
+            raise
+        log.warning(
+            "could not set the segment settings of the state topics %s on '%s' (%s): copies start slower as the "
+            "topics grow; set them by hand (docs/offsets.md) or grant DescribeConfigs and AlterConfigs on them",
+            ", ".join(t.name for t in topics),
+            cluster,
+            err,
+        )
+        return []
+
+
+def _configure(
+    admin: Admin, cluster: str, topics: list[InternalTopic], dry_run: bool, timeout_s: float
+) -> list[tuple[str, str, str]]:
     described = describe_topic_configs(admin, cluster, [t.name for t in topics], timeout_s) if topics else {}
     changes: dict[str, list[ConfigChange]] = {}
     for name, entries in described.items():
