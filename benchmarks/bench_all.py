@@ -62,7 +62,7 @@ class Plan:
     mm2_tuned: bool = True  # beside the default MM2: the tuning guides' settings (bench_mm2.TUNED)
     raw_grid: tuple[tuple[int, int], ...] = SWEEP  # ProducerPerformance (batch.size, linger.ms) points
     spark_submit: bool = True
-    deployed: bool = True  # the flow DAG under a real scheduler (bench_deployed.in_suite, ~8 min)
+    deployed: bool = True  # the flow DAG under a real scheduler (bench_deployed.in_suite, ~10 min)
     timeout_s: float = 900.0
     skip: set[str] = field(default_factory=set)
 

@@ -4,9 +4,14 @@
 Two local clusters; then, at the same offered load and for the same time:
 1. the host's floor (the same producer and read_committed consumer, no replicator);
 2. `copy_range` threads in one spawned process (what `make bench-latency` measures);
-3. the flow DAG `mirrorflow__dep__B` under `LocalScheduler` (PostgreSQL, LocalExecutor): `@continuous`, each
-   run's `copy` task a spark-submit that copies for `--run-seconds` and ends, the next run starting after it.
-   With `--run-seconds 60` and `--seconds 300` about four run boundaries fall inside the window.
+3. the flow DAG `mirrorflow__dep__B` under `LocalScheduler` (PostgreSQL, LocalExecutor), each run's `copy` task a
+   spark-submit that copies for `--run-seconds`, twice: with `mirrorflow.copy.handover.seconds = 0` (one
+   `@continuous` run after the other: the baseline) and with `--handover-seconds` (runs start every run.seconds -
+   handover.seconds, two at once, the next copy fencing the current one: `airflow.schedule.overlapping_runs`).
+   Overlap needs S < handover <= (run.seconds - S) / 2, S being a run's start (discovery, spark-submit, a Spark
+   session: ~37 s on the 2-core host): two runs at most are active and each lasts S + run.seconds. Hence the
+   defaults `--run-seconds 180 --handover-seconds 60` (a run every 120 s; the product's are 300 and 60): with
+   `--seconds 400` three boundaries fall inside the window.
 
 Each row gives p50/p99/max latency and the longest gap between two arrivals on the target (how long the copy
 stood still). For the deployed path it also lists, from Airflow's metadata DB, each boundary: the time between
@@ -38,12 +43,14 @@ def in_suite(
     cases: list[Case],
     directory: Path,
     clusters: tuple[str, str],
-    seconds: float = 300.0,
-    run_seconds: int = 60,
+    seconds: float = 400.0,
+    run_seconds: int = 180,
+    handover_seconds: int = 60,
 ) -> tuple[report.Latency | None, str]:
     """`make bench`'s deployed row: the 1 KB case with the most partitions, at half of the Spark exactly-once
-    copy's rate in this run (whole run, start-up included, as the other latency rows), 300 s with
-    `run.seconds` 60 (four boundaries); the latency row, and the boundaries as text for the page."""
+    copy's rate in this run (whole run, start-up included, as the other latency rows), 400 s with `run.seconds`
+    180 and `handover.seconds` 60 (overlapping runs, three boundaries); the latency row, and the boundaries as
+    text for the page."""
     case = max(cases, key=lambda c: (c.size, c.partitions))
     spark = [r for r in runs if r.case == case.name and report.DEPLOYED in r.variant and r.eos]
     if not spark:
@@ -51,7 +58,7 @@ def in_suite(
     rate = spark[0].rate / 2
     print(f"- deployed path: the flow DAG under a real scheduler at {rate:,.0f} records/s ...", flush=True)
     deployed = Case(0, case.size, case.partitions, f"deployed{run_id()}")
-    latency, found = latency_deployed(directory, *clusters, deployed, rate, seconds, run_seconds)
+    latency, found = latency_deployed(directory, *clusters, deployed, rate, seconds, run_seconds, handover_seconds)
     return latency, boundaries_text(found)
 
 
@@ -63,13 +70,20 @@ def boundaries_text(found: list[tuple[str, float | None, float | None]]) -> str:
 
 
 def latency_deployed(
-    directory: Path, source: str, target: str, case: Case, rate: float, seconds: float, run_seconds: int
+    directory: Path,
+    source: str,
+    target: str,
+    case: Case,
+    rate: float,
+    seconds: float,
+    run_seconds: int,
+    handover_seconds: int = 0,
 ) -> tuple[report.Latency, list[tuple[str, float | None, float | None]]]:
     """The flow DAG under a real scheduler: its latency, and its `copy` tasks (`boundaries`)."""
-    topic = f"lat-{DEPLOYED}-{case.topic}"
+    topic = f"lat-{DEPLOYED}-{case.topic}-h{handover_seconds}"
     create_topics(source, [NewTopic(topic, case.partitions, 1, config=KEEP)])
     prepare_flow_topics(source, target, DEPLOYED, Case(case.records, case.size, case.partitions, topic), KEEP)
-    config = directory / "deployed.properties"
+    config = directory / f"deployed-h{handover_seconds}.properties"
     write_config(
         config,
         source,
@@ -77,13 +91,14 @@ def latency_deployed(
         {DEPLOYED: (topic, "exactly-once")},
         (
             f"{DEPLOYED}->B.mirrorflow.copy.run.seconds = {run_seconds}",
+            f"{DEPLOYED}->B.mirrorflow.copy.handover.seconds = {handover_seconds}",
             f"{DEPLOYED}->B.mirrorflow.spark.master = local[2]",
             "emit.heartbeats.enabled = false",
         ),
     )
-    with LocalScheduler.running(directory / "airflow", config) as airflow:
+    with LocalScheduler.running(directory / f"airflow-h{handover_seconds}", config) as airflow:
         airflow.wait_for_dag(DAG_ID)
-        name = f"{FLOW_DAG}, exactly-once, run.seconds {run_seconds}"
+        name = f"{FLOW_DAG}, exactly-once, run.seconds {run_seconds}, handover.seconds {handover_seconds}"
         latency = measure(name, case, source, target, topic, f"{DEPLOYED}.{topic}", rate, seconds, lambda: None, 600)
         rows = airflow.query(
             "SELECT run_id, start_date, end_date FROM task_instance WHERE dag_id = %s AND task_id = 'copy' "
@@ -94,8 +109,8 @@ def latency_deployed(
 
 
 def boundaries(rows: list[tuple[Any, ...]]) -> list[tuple[str, float | None, float | None]]:
-    """Per copy task (start order): its run id, the seconds from the previous copy's end to its start, and how
-    long it ran (None while it still runs)."""
+    """Per copy task (start order): its run id, the seconds from the previous copy's end to its start (negative:
+    the runs overlapped), and how long it ran (None while it still runs)."""
     found: list[tuple[str, float | None, float | None]] = []
     previous_end: dt.datetime | None = None
     for run, started, ended in rows:
@@ -110,17 +125,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=2000, help="records/s")
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--size", type=int, default=1024, help="value bytes")
-    parser.add_argument("--seconds", type=float, default=300.0)
-    parser.add_argument("--run-seconds", type=int, default=60, help="mirrorflow.copy.run.seconds of the DAG")
+    parser.add_argument("--seconds", type=float, default=400.0)
+    parser.add_argument("--run-seconds", type=int, default=180, help="mirrorflow.copy.run.seconds of the DAG")
+    parser.add_argument("--handover-seconds", type=int, default=60, help="mirrorflow.copy.handover.seconds")
+    parser.add_argument("--no-in-process", action="store_true", help="skip the floor and in-process rows")
     args = parser.parse_args(argv)
     with bench_clusters("mirrorflow-deployed-") as (directory, source, target):
         case = Case(0, args.size, args.partitions, f"deployed{run_id()}")
         config = directory / "in-process.properties"
         write_config(config, source, target, {"inp": (f"lat-inp-{case.topic}", "exactly-once")})
-        found = [latency_floor(source, case, "floor", args.rate, args.seconds)]
-        found.append(latency_mirrorflow(config, source, target, case, "inp", args.rate, args.seconds))
-        deployed, runs = latency_deployed(directory, source, target, case, args.rate, args.seconds, args.run_seconds)
-        found.append(deployed)
+        found = []
+        if not args.no_in_process:
+            found.append(latency_floor(source, case, "floor", args.rate, args.seconds))
+            found.append(latency_mirrorflow(config, source, target, case, "inp", args.rate, args.seconds))
+        boundaries_of = []
+        for handover in (0, args.handover_seconds):
+            deployed, runs = latency_deployed(
+                directory, source, target, case, args.rate, args.seconds, args.run_seconds, handover
+            )
+            found.append(deployed)
+            boundaries_of.append((handover, runs))
         print()
         header = (*report.LATENCY_HEADER, "longest gap ms")
         body = [
@@ -129,8 +153,9 @@ def main(argv: list[str] | None = None) -> int:
         ]
         print(report.text_table(header, body))
         print()
-        print("Deployed path, each copy task (from Airflow's metadata DB):")
-        print(boundaries_text(runs))
+        for handover, runs in boundaries_of:
+            print(f"Deployed path, handover.seconds {handover}, each copy task (from Airflow's metadata DB):")
+            print(boundaries_text(runs))
     return 0
 
 

@@ -33,7 +33,9 @@ def settings_block(flow: Flow) -> str:
 
 def flow_doc(flow: Flow, config_path: str, task_ids: list[str]) -> str:
     cadence = (
-        f"copies for {flow.copy_run_seconds} s per run; heartbeats and checkpoints keep their intervals meanwhile"
+        f"copies for {flow.copy_run_seconds} s per run; heartbeats and checkpoints keep their intervals meanwhile; "
+        f"in exactly-once mode the next run starts {flow.copy_handover_seconds} s before the copy ends and takes "
+        "over from it (mirrorflow.copy.handover.seconds)"
         if flow.copy_mode == "continuous"
         else "copies up to the end offsets seen at the start of the run, then checkpoints"
     )
