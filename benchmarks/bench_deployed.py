@@ -11,7 +11,11 @@ Two local clusters; then, at the same offered load and for the same time:
    Overlap needs S < handover <= (run.seconds - S) / 2, S being a run's start (discovery, spark-submit, a Spark
    session: ~37 s on the 2-core host): two runs at most are active and each lasts S + run.seconds. Hence the
    defaults `--run-seconds 180 --handover-seconds 60` (a run every 120 s; the product's are 300 and 60): with
-   `--seconds 400` three boundaries fall inside the window.
+   `--seconds 400` three boundaries fall inside the window. A continuous run holds two executor slots for its
+   whole length (`copy`, `loops`), so overlapping runs need five (two runs and the next run's control-plane
+   tasks): `--parallelism` 6. With the LocalExecutor's 2 of the test set-up, the third run's tasks waited for the
+   second run's end and the gap came back (session 13's first run: copies overlapped 74 s and 25 s, longest gap
+   37.7 s).
 
 Each row gives p50/p99/max latency and the longest gap between two arrivals on the target (how long the copy
 stood still). For the deployed path it also lists, from Airflow's metadata DB, each boundary: the time between
@@ -78,6 +82,7 @@ def latency_deployed(
     seconds: float,
     run_seconds: int,
     handover_seconds: int = 0,
+    parallelism: int = 6,
 ) -> tuple[report.Latency, list[tuple[str, float | None, float | None]]]:
     """The flow DAG under a real scheduler: its latency, and its `copy` tasks (`boundaries`)."""
     topic = f"lat-{DEPLOYED}-{case.topic}-h{handover_seconds}"
@@ -96,7 +101,8 @@ def latency_deployed(
             "emit.heartbeats.enabled = false",
         ),
     )
-    with LocalScheduler.running(directory / f"airflow-h{handover_seconds}", config) as airflow:
+    home = directory / f"airflow-h{handover_seconds}"
+    with LocalScheduler.running(home, config, parallelism=parallelism) as airflow:
         airflow.wait_for_dag(DAG_ID)
         name = f"{FLOW_DAG}, exactly-once, run.seconds {run_seconds}, handover.seconds {handover_seconds}"
         latency = measure(name, case, source, target, topic, f"{DEPLOYED}.{topic}", rate, seconds, lambda: None, 600)
@@ -129,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--run-seconds", type=int, default=180, help="mirrorflow.copy.run.seconds of the DAG")
     parser.add_argument("--handover-seconds", type=int, default=60, help="mirrorflow.copy.handover.seconds")
     parser.add_argument("--no-in-process", action="store_true", help="skip the floor and in-process rows")
+    parser.add_argument("--no-baseline", action="store_true", help="skip the deployed row with handover 0")
+    parser.add_argument("--parallelism", type=int, default=6, help="the LocalExecutor's slots")
     args = parser.parse_args(argv)
     with bench_clusters("mirrorflow-deployed-") as (directory, source, target):
         case = Case(0, args.size, args.partitions, f"deployed{run_id()}")
@@ -139,9 +147,9 @@ def main(argv: list[str] | None = None) -> int:
             found.append(latency_floor(source, case, "floor", args.rate, args.seconds))
             found.append(latency_mirrorflow(config, source, target, case, "inp", args.rate, args.seconds))
         boundaries_of = []
-        for handover in (0, args.handover_seconds):
+        for handover in (0, args.handover_seconds)[1 if args.no_baseline else 0 :]:
             deployed, runs = latency_deployed(
-                directory, source, target, case, args.rate, args.seconds, args.run_seconds, handover
+                directory, source, target, case, args.rate, args.seconds, args.run_seconds, handover, args.parallelism
             )
             found.append(deployed)
             boundaries_of.append((handover, runs))
