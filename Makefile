@@ -84,12 +84,13 @@ test: lint browser postgres promtool
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=30 $(foreach t,$(LONG_TRIALS),--deselect=$(t)) $(PYTEST_ARGS)
 
 # The fault matrix with the full trials (`make test` runs a CI-sized version of each; docs/reliability.md):
-# copy executors and Spark drivers SIGKILLed, source and target brokers restarted, an Airflow retry, and the
-# network cuts when their tests exist; and `validate` refusing a topic list of a million items (100,000 in
+# copy executors and Spark drivers SIGKILLed, a Spark copy job SIGSTOPped and woken after the flow ran again
+# grouped otherwise (the zombie across regrouping), source and target brokers restarted, an Airflow retry, and
+# the network cuts when their tests exist; and `validate` refusing a topic list of a million items (100,000 in
 # `make test`).
 FAULT_TESTS := tests/replication/test_copy_faults.py tests/replication/test_faults_brokers.py \
 	tests/replication/test_faults_group_offsets.py tests/replication/test_soak.py \
-	tests/spark/test_faults_driver.py tests/airflow/test_faults_retry.py \
+	tests/spark/test_faults_driver.py tests/spark/test_faults_zombie.py tests/airflow/test_faults_retry.py \
 	tests/spark/test_standalone_sizing.py::test_two_flows_copy_at_once_within_their_cores_and_a_starved_copy_times_out_clearly \
 	tests/replication/test_topic_identity.py::test_the_reset_fences_a_copy_holding_a_transaction \
 	"tests/config/test_config_hostile.py::test_hostile_config_is_refused_clearly[huge-topic-list]" \

@@ -11,7 +11,15 @@ from mirrorflow.kafka.partition_reader import READER_DEFAULTS, tuned
 from mirrorflow.kafka.transfer import WRITER_DEFAULTS
 from mirrorflow.replication import copy_group
 from mirrorflow.replication.copy_group import TASK_MEMORY_BYTES
-from mirrorflow.replication.copy_plan import idle_counts, reads_committed, spread, summarise, totals_line
+from mirrorflow.replication.copy_plan import (
+    idle_counts,
+    reads_committed,
+    spread,
+    spread_quiet,
+    summarise,
+    totals_line,
+)
+from mirrorflow.replication.copy_quiet import classify
 from mirrorflow.replication.copy_task import RECORD_OVERHEAD_BYTES, CopyResult, CopyTask, buffer_settings
 
 MIB = 1024 * 1024
@@ -172,3 +180,36 @@ def test_spread_never_makes_more_groups_than_a_continuous_copys_cores() -> None:
     assert partitions(spread(ranges(2), slots=2, most_per_task=8, most_groups=1)) == [[0, 1]]
     assert [len(g) for g in spread(ranges(40), slots=2, most_per_task=8, most_groups=2)] == [20, 20]
     assert len(spread(ranges(40), slots=8, most_per_task=8, most_groups=None)) == 8
+
+
+def test_quiet_partitions_share_one_task_and_busy_ones_the_other_slots() -> None:
+    quiet = {("t", 1), ("t", 3), ("t", 4)}
+    assert partitions(spread_quiet(ranges(5), quiet, slots=2, most_per_task=8)) == [[0, 2], [1, 3, 4]]
+    assert partitions(spread_quiet(ranges(5), quiet, slots=3, most_per_task=8)) == [[0], [2], [1, 3, 4]]
+
+
+def test_an_idle_flow_holds_one_task() -> None:
+    every = {("t", p) for p in range(40)}
+    assert len(spread_quiet(ranges(40), every, slots=8, most_per_task=8)) == 1
+    assert len(spread_quiet(ranges(40), every, slots=8, most_per_task=8, most_groups=4)) == 1
+
+
+def test_nothing_is_set_aside_without_quiet_partitions_or_a_second_slot() -> None:
+    assert spread_quiet(ranges(5), set(), slots=2, most_per_task=8) == spread(ranges(5), 2, 8)
+    assert spread_quiet(ranges(5), {("t", 0)}, slots=1, most_per_task=8) == spread(ranges(5), 1, 8)
+    assert spread_quiet(ranges(5), {("t", 0)}, slots=4, most_per_task=8, most_groups=1) == spread(ranges(5), 4, 8, 1)
+
+
+def test_the_quiet_task_counts_against_the_cores() -> None:
+    quiet = {("t", p) for p in range(20, 40)}
+    groups = spread_quiet(ranges(40), quiet, slots=8, most_per_task=8, most_groups=2)
+    assert len(groups) == 2 and partitions(groups)[-1] == list(range(20, 40))
+    assert sorted(t.partition for g in groups for t in g) == list(range(40))
+
+
+def test_quiet_means_empty_or_nothing_produced_nor_copied_since_the_cutoff() -> None:
+    source = {("t", 0): 100, ("t", 1): 100, ("t", 2): -1, ("t", 3): 5_000, ("t", 4): 300, ("t", 5): 100}
+    remote = {("A.t", 0): 100, ("A.t", 1): 900, ("A.t", 2): -1, ("A.t", 3): 5_000, ("A.t", 4): 200, ("A.t", 5): 2_000}
+    # 0: copied (at least once, same timestamp); 1: a marker committed after it; 2: empty; 3: produced after the
+    # cutoff; 4: produced after the copy's last write (a backlog); 5: the copy wrote after the cutoff; 6: not listed.
+    assert classify(ranges(7), source, remote, cutoff_ms=1_000) == {("t", 0), ("t", 1), ("t", 2)}

@@ -100,3 +100,28 @@ def test_spark_submit_reports_an_unknown_flow_clearly(tmp_path: Path, kafka_clus
     output = done.stdout + done.stderr  # spark-submit passes the Python driver's stderr to its stdout
     assert "flow 'B->A' is not enabled" in output
     assert "Traceback" not in output
+
+
+def test_an_idle_continuous_flow_holds_one_spark_task(
+    tmp_path: Path,
+    kafka_clusters: LocalClusters,
+    kafka_admin: Callable[..., AdminClient],
+    unique_topic: Callable[..., str],
+) -> None:
+    """Issue 19: four empty partitions on local[2] held two Spark tasks (and so two cores) for the whole run;
+    quiet partitions (`replication/copy_quiet.py`) now share one."""
+    topic = unique_topic("idle")
+    kafka_admin("A").create_topics([NewTopic(topic, 4, 1)])[topic].result()
+    config = tmp_path / "mm2.properties"
+    config.write_text(
+        write_config(tmp_path, kafka_clusters, topic).read_text().replace("interval", "continuous")
+        + "A->B.heartbeats.replication.enabled = false\n"
+    )
+    run_control_plane(load_config(config).flow("A->B"))
+    summary_file = tmp_path / "summary.json"
+    args = ("--flow", "A->B", "--run-seconds", "3", "--summary-file", str(summary_file))
+    done = spark_submit(str(config), *args)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads(summary_file.read_text())
+    assert summary["mode"] == "continuous" and len(summary["ranges"]) == 4
+    assert (summary["spark_tasks"], summary["quiet_partitions"], summary["idle_partitions"]) == (1, 4, 4), summary

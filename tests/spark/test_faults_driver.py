@@ -8,134 +8,34 @@ committed progress says and the audit finds every record once, in its partition 
 from __future__ import annotations
 
 import json
-import os
 import random
-import signal
 import subprocess
-import sys
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import psutil
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from tests.replication.helpers import FAULT_KEYS
+from tests.spark.driver_helpers import (
+    PARTITIONS,
+    TRIALS,
+    SteadyProducer,
+    copied,
+    kill_driver,
+    remote_end,
+    spark_submit,
+    write_config,
+)
 
 from mirrorflow.config.loader import load_config
-from mirrorflow.config.model import Flow
-from mirrorflow.kafka.client_logs import with_logger
 from mirrorflow.local.cluster import LocalClusters
-from mirrorflow.local.properties import mm2_config_text
-from mirrorflow.replication.audit import audit_flow, committed_progress
+from mirrorflow.replication.audit import audit_flow
 from mirrorflow.replication.flow_cycle import run_control_plane
 
 pytestmark = pytest.mark.integration
-REPO = Path(__file__).resolve().parents[2]
-TRIALS = int(os.environ.get("MIRRORFLOW_FAULT_TRIALS") or 1)
-PARTITIONS = 4
-RATE = 1000  # records per second produced while the copy runs...
-PER_TRIAL = 30_000  # ...up to this many per trial, however long a slow machine takes to start Spark
-FAULT_KEYS = ("lost", "duplicated", "out_of_order", "misplaced", "unexpected")
-
-
-def write_config(tmp_path: Path, clusters: LocalClusters, topic: str) -> Path:
-    path = tmp_path / "mm2.properties"
-    flow_lines = (
-        "admin.timeout.ms = 30000\n"
-        "A->B.enabled = true\n"
-        f"A->B.topics = {topic}\n"
-        "A->B.heartbeats.replication.enabled = false\n"
-        "A->B.mirrorflow.spark.master = local[2]\n"
-    )
-    path.write_text(mm2_config_text({a: clusters.bootstrap(a) for a in ("A", "B")}, flow_lines))
-    return path
-
-
-class SteadyProducer:
-    """Produces numbered records round-robin over the partitions at a steady rate, within a budget that each
-    trial raises (`allow`), until stopped."""
-
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        self.count = 0
-        self.budget = 0
-        self._producer = Producer(with_logger({"bootstrap.servers": bootstrap, "linger.ms": 20}))
-        self._topic = topic
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def allow(self, records: int) -> None:
-        self.budget = self.count + records
-
-    def _run(self) -> None:
-        started, base = time.monotonic(), 0
-        while not self._stop.is_set():
-            if self.count >= self.budget:
-                started, base = time.monotonic(), self.count
-            due = min(base + int((time.monotonic() - started) * RATE), self.budget)
-            while self.count < due:
-                self._producer.produce(
-                    self._topic, key=str(self.count).encode(), value=b"r" * 200, partition=self.count % PARTITIONS
-                )
-                self.count += 1
-            self._producer.poll(0.01)
-
-    def __enter__(self) -> SteadyProducer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=30)
-        assert self._producer.flush(60) == 0
-
-
-def spark_submit(config: Path, log: Path, *args: str) -> subprocess.Popen[bytes]:
-    """The copy job as Airflow starts it, in a process group of its own (what a kill of the driver hits)."""
-    bin_dir = Path(sys.executable).parent
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "PYSPARK_PYTHON": sys.executable}
-    with log.open("ab") as out:
-        return subprocess.Popen(
-            [str(bin_dir / "spark-submit"), str(REPO / "spark_jobs" / "mirrorflow_copy.py"), str(config), *args],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-
-
-def kill_driver(proc: subprocess.Popen[bytes]) -> int:
-    """SIGKILL the driver's process group; then wait for every process it had started (PySpark's worker daemon
-    runs in a group of its own and exits when the JVM's pipe closes), SIGKILL any still there after 30 s.
-    Returns how many processes had to be killed that way."""
-    try:
-        tree = psutil.Process(proc.pid).children(recursive=True)
-    except psutil.NoSuchProcess:
-        tree = []
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=60)
-    _gone, alive = psutil.wait_procs(tree, timeout=30)
-    for p in alive:
-        p.kill()
-    psutil.wait_procs(alive, timeout=30)
-    return len(alive)
-
-
-def remote_end(bootstrap: str, topic: str) -> int:
-    consumer = Consumer(with_logger({"bootstrap.servers": bootstrap, "group.id": "faults-driver-probe"}))
-    try:
-        return sum(
-            consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)[1]
-            for p in range(PARTITIONS)
-        )
-    finally:
-        consumer.close()
-
-
-def copied(flow: Flow, topic: str) -> int:
-    return sum(n for (t, _p), n in committed_progress(flow, 60).items() if t == topic)
+PER_TRIAL = 30_000  # records per trial, however long a slow machine takes to start Spark
 
 
 @dataclass
@@ -144,16 +44,6 @@ class Trial:
     where: str  # "before writes" or "mid-copy"
     copied_by_trial: int
     leftovers: int
-
-
-@pytest.fixture
-def reap() -> Iterator[list[subprocess.Popen[bytes]]]:
-    """Drivers a failing test leaves behind are killed at its end."""
-    procs: list[subprocess.Popen[bytes]] = []
-    yield procs
-    for proc in procs:
-        if proc.poll() is None:
-            kill_driver(proc)
 
 
 # Each trial starts a JVM and a SparkContext: minutes apiece when the machine is busy.

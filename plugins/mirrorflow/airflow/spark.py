@@ -41,8 +41,9 @@ from mirrorflow.spark.quiet import quiet_driver_conf
 
 SPARK_CONN_ID = "mirrorflow_spark"
 SUMMARY_KEYS = COUNTS
-SLOT_KEYS = ("spark_tasks", "idle_spark_tasks", "idle_partitions")
-"""What the run's Spark slots did: a continuous copy holds each task's core for the whole run, busy or not."""
+SLOT_KEYS = ("spark_tasks", "idle_spark_tasks", "idle_partitions", "quiet_partitions")
+"""What the run's Spark slots did: a continuous copy holds each task's core for the whole run, busy or not (the
+partitions found quiet at its start share one task: `replication/copy_quiet.py`)."""
 
 
 def conn_env_var(conn_id: str) -> str:
@@ -264,7 +265,8 @@ class MirrorflowCopyOperator(SparkSubmitOperator):
         if result.get("idle_spark_tasks"):
             self.log.info(
                 "flow %s: %s of %s Spark tasks copied nothing this run, holding their slots (idle partitions: "
-                "%s); more partitions per task (mirrorflow.copy.partitions.per.task) frees slots",
+                "%s); partitions quiet at the next run's start share one task, and more partitions per task "
+                "(mirrorflow.copy.partitions.per.task) frees slots",
                 self.flow_name,
                 result["idle_spark_tasks"],
                 result.get("spark_tasks"),

@@ -72,3 +72,24 @@ def _watermarks(
     finally:
         reader.close()
     return int(low), int(high)
+
+
+def newest_timestamps(
+    admin: AdminClient, cluster: str, partitions: Iterable[tuple[str, int]], *, timeout_s: float = 30.0
+) -> dict[tuple[str, int], int]:
+    """The largest record timestamp (ms) of each partition, -1 for an empty one (ListOffsets' max timestamp,
+    KIP-734: brokers from Kafka 3.0). One request per leader, whatever the partition count."""
+    request = {TopicPartition(t, p): OffsetSpec.max_timestamp() for t, p in partitions}
+    if not request:
+        return {}
+    futures = admin.list_offsets(request, request_timeout=timeout_s)
+    found: dict[tuple[str, int], int] = {}
+    for tp, future in futures.items():
+        try:
+            info = future.result()
+        except KafkaException as err:
+            raise KafkaOperationError(
+                cluster, f"listing the newest timestamp of {tp.topic}-{tp.partition}", err
+            ) from err
+        found[(tp.topic, tp.partition)] = info.timestamp if info.offset >= 0 else -1
+    return found

@@ -125,6 +125,13 @@ class CopyLoop:
         transaction.timeout.ms, and then nobody else copies the partition, so the error stands for Spark to retry.
         A commit that failed with an unknown broker error may hide a fence (`may_hide_fence`): the successor's
         claim decides it too, and without one the error stands.
+
+        Any error ends the run as handed over when a successor's claim is already there, and that is looked at
+        before the writer is probed for a fence: a copy stopped (SIGSTOP, a paused VM) past
+        transaction.timeout.ms wakes to expired records and a commit that times out, not to a fence; raising would
+        have Spark retry it, fencing the newer run, and the probe's abort bumps the producer epoch, which the
+        coordinator has been seen to accept from such a zombie, fencing the newer run too (issue 17's zombie
+        across regrouping, tests/spark/test_faults_zombie.py).
         """
         self.committed = replace(self.result)
         try:
@@ -132,8 +139,10 @@ class CopyLoop:
         except MirrorflowError as err:
             if not (self.continuous and self.writer.transactional):
                 raise
+            if self._successor_claimed(0.0):
+                return self._handed_over(err)
             fenced = self.writer.fenced(err)
-            if not (fenced or may_hide_fence(err)) or not self._successor_claimed():
+            if not (fenced or may_hide_fence(err)) or not self._successor_claimed(HANDOVER_CLAIM_WAIT_S):
                 if not fenced:
                     raise
                 raise MirrorflowError(
@@ -143,23 +152,28 @@ class CopyLoop:
                     "aborts it). The open transaction is aborted; the task fails so that it is retried from the "
                     f"committed progress ({err})"
                 ) from err
-            if self.syncs is not None:
-                self.syncs.discard()
-            log.info(
-                "flow %s: %s-%d handed over at upstream %d: a newer copy of the partition fenced this one; its open "
-                "transaction is aborted and the new copy resumes from the committed progress",
-                self.task.flow,
-                self.task.topic,
-                self.task.partition,
-                self.committed_to,
-            )
-            return replace(self.committed, handed_over=True)
+            return self._handed_over(err)
 
-    def _successor_claimed(self) -> bool:
+    def _handed_over(self, err: MirrorflowError) -> CopyResult:
+        """What a run that a newer copy of its partition took over returns: what it had committed."""
+        if self.syncs is not None:
+            self.syncs.discard()
+        log.info(
+            "flow %s: %s-%d handed over at upstream %d: a newer copy of the partition fenced this one; its open "
+            "transaction is aborted and the new copy resumes from the committed progress (%s)",
+            self.task.flow,
+            self.task.topic,
+            self.task.partition,
+            self.committed_to,
+            err,
+        )
+        return replace(self.committed, handed_over=True)
+
+    def _successor_claimed(self, wait_s: float) -> bool:
         """Whether a newer copy of the partition committed its claim: a progress with a newer epoch than this
         run's, or with this run's epoch when this run never committed (both started from the same progress).
-        Waits up to HANDOVER_CLAIM_WAIT_S: the successor fences before it reads its state and commits."""
-        deadline = time.monotonic() + HANDOVER_CLAIM_WAIT_S
+        Waits up to `wait_s` (after a fence: the successor fences before it reads its state and commits)."""
+        deadline = time.monotonic() + wait_s
         while True:
             try:
                 stored, _ = load_progress(self.task)

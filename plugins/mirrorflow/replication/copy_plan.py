@@ -210,6 +210,28 @@ def spread(
     return [tasks[i::groups] for i in range(groups)]
 
 
+def spread_quiet(
+    tasks: list[CopyTask],
+    quiet: set[tuple[str, int]],
+    slots: int,
+    most_per_task: int,
+    most_groups: int | None = None,
+) -> list[list[CopyTask]]:
+    """`spread` for a continuous copy that knows its quiet partitions (`copy_quiet`): they share one Spark task
+    (a thread each, nearly no CPU), and the busy ones spread over the other slots. An idle flow then holds one
+    slot, not one per `most_per_task` partitions. With fewer than two slots nothing is set aside: the quiet
+    task would wait for a core behind the busy one for the whole run."""
+    cores = min(slots, most_groups) if most_groups is not None else slots
+    idle = [t for t in tasks if (t.topic, t.partition) in quiet]
+    busy = [t for t in tasks if (t.topic, t.partition) not in quiet]
+    if not idle or cores < 2:
+        return spread(tasks, slots, most_per_task, most_groups)
+    if not busy:
+        return [idle]
+    rest = None if most_groups is None else most_groups - 1
+    return [*spread(busy, slots - 1, most_per_task, rest), idle]
+
+
 def summarise(results: list[CopyResult]) -> dict[str, object]:
     """The job summary: totals plus one line per partition range (JSON-friendly)."""
     records = sum(r.records for r in results)

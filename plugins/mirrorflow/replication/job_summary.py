@@ -38,7 +38,7 @@ COUNTS = (
     "avg_latency_ms",
 )
 """The copy's totals the Airflow task returns to XCom."""
-TOTALS = (*COUNTS, "spark_tasks", "idle_spark_tasks", "idle_partitions", "mode", "flow")
+TOTALS = (*COUNTS, "spark_tasks", "idle_spark_tasks", "idle_partitions", "quiet_partitions", "mode", "flow")
 
 
 def _topic(flow: Flow) -> str:

@@ -33,9 +33,11 @@ from mirrorflow.replication.copy_plan import (
     plan_copy,
     refresh_identities,
     spread,
+    spread_quiet,
     summarise,
     totals_line,
 )
+from mirrorflow.replication.copy_quiet import quiet_partitions
 from mirrorflow.replication.copy_task import CopyResult, CopyTask
 from mirrorflow.replication.discovery import FlowPlan, discover
 from mirrorflow.replication.flow_clients import FlowClients
@@ -202,10 +204,11 @@ def copy_flow(
             plan = discover(flow, clients)
     tasks = plan_copy(flow, copyable(plan), interval=interval, run_seconds=run_seconds)
     runtimes: list[Runtime] = []
-    groups = spread_over_cores(flow, tasks, spark, interval=interval)
+    groups, quiet = spread_over_cores(flow, tasks, spark, interval=interval)
     results = run_copy_groups(spark, groups, on_progress=on_progress, runtimes=runtimes)
     summary = summarise(results)
     summary["spark_tasks"] = len(groups)
+    summary["quiet_partitions"] = quiet
     summary.update(idle_counts([[(t.topic, t.partition) for t in group] for group in groups], results))
     summary["executors"] = runtimes
     summary["flow"] = flow.name
@@ -215,8 +218,9 @@ def copy_flow(
 
 def spread_over_cores(
     flow: Flow, tasks: list[CopyTask], spark: SparkSession, *, interval: bool
-) -> list[list[CopyTask]]:
-    """The Spark tasks of the copy (`spread`), within the application's `spark.cores.max` when it has one.
+) -> tuple[list[list[CopyTask]], int]:
+    """The Spark tasks of the copy (`spread`), within the application's `spark.cores.max` when it has one, and
+    how many partitions were found quiet (`copy_quiet`: a continuous copy groups them into one task).
 
     Spark's default parallelism is at least 2 on a cluster whatever cores the application may hold, so the cap
     the Airflow task sets (one core per `mirrorflow.copy.partitions.per.task` partitions) bounds the slots too.
@@ -227,7 +231,13 @@ def spread_over_cores(
     cores = int(raw) if raw and raw.strip().isdigit() and int(raw) > 0 else None
     if cores is not None:
         slots = min(slots, cores)
-    groups = spread(tasks, slots, flow.copy_partitions_per_task, None if interval else cores)
+    quiet: set[tuple[str, int]] = set()
+    if interval:
+        groups = spread(tasks, slots, flow.copy_partitions_per_task)
+    else:
+        run_s = max((t.run_seconds or 0.0 for t in tasks), default=0.0) or float(flow.copy_run_seconds)
+        quiet = quiet_partitions(flow, tasks, run_s)
+        groups = spread_quiet(tasks, quiet, slots, flow.copy_partitions_per_task, cores)
     needed = -(-len(tasks) // max(flow.copy_partitions_per_task, 1))
     if cores is not None and not interval and needed > cores:
         log.warning(
@@ -241,7 +251,7 @@ def spread_over_cores(
             len(groups),
             max((len(g) for g in groups), default=0),
         )
-    return groups
+    return groups, len(quiet)
 
 
 class CopyStep:
