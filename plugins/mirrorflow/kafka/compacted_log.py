@@ -139,6 +139,20 @@ class LogReader:
         except KafkaException as err:
             raise KafkaOperationError(self.cluster, f"reading topic '{topic}'", err) from err
 
+    def connect(self, *topics: str) -> None:
+        """Open the clients' broker connections and fetch the topics' metadata now, ahead of the reads: a copy
+        does it before fencing, so that its reads after the fence (the run boundary's gap) pay round trips, not
+        client start-ups. Best-effort: a failure here is met again, and reported, by the read."""
+        try:
+            if self._asker is None:
+                self._asker = make_consumer(self._conf, **{"isolation.level": "read_uncommitted"})
+            clients = [self._reader] if self._asker is self._reader else [self._reader, self._asker]
+            for topic in topics:
+                for client in clients:
+                    client.list_topics(topic, timeout=self._timeout_s)
+        except KafkaException:
+            return
+
     def close(self) -> None:
         if self._asker is not None and self._asker is not self._reader:
             self._asker.close()

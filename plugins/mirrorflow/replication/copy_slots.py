@@ -109,12 +109,19 @@ class LoadedState(NamedTuple):
     map_placement: Placement
 
 
-def load_state(task: CopyTask) -> LoadedState:
+def state_reader(task: CopyTask) -> LogReader:
+    """The reader `load_state` reads through, connected to both state topics: a copy opens it before fencing."""
+    reader = LogReader(task.target, task.target_consumer, timeout_s=task.timeout_s)
+    reader.connect(task.progress_topic, task.offset_map_topic)
+    return reader
+
+
+def load_state(task: CopyTask, via: LogReader | None = None) -> LoadedState:
     """`load_progress`, then `load_segments` with the settled count it found, through one reader (a start pays
-    one reader's connections, not one per read)."""
-    with LogReader(task.target, task.target_consumer, timeout_s=task.timeout_s) as via:
-        progress, progress_placement = load_progress(task, via)
-        segments, map_placement = load_segments(task, settled_slots(progress), via)
+    one reader's connections, not one per read): `via` (`state_reader`, closed here) or a new one."""
+    with via or LogReader(task.target, task.target_consumer, timeout_s=task.timeout_s) as reader:
+        progress, progress_placement = load_progress(task, reader)
+        segments, map_placement = load_segments(task, settled_slots(progress), reader)
     return LoadedState(progress, progress_placement, segments, map_placement)
 
 
