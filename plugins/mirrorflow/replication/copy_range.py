@@ -121,9 +121,12 @@ def _copy_range(
     with ThreadPoolExecutor(max_workers=4, thread_name_prefix="copy-setup") as pool:
         # Fencing first: the progress, map and offset-syncs tail read below are final only once no older writer
         # can commit (a zombie's syncs landing after the tail was read would be rewritten behind newer ones). The
-        # state reader's and the writer's connections are opened before it: at a run boundary the fenced run
-        # stops at once, and what the new one does after the fence is the gap on the target.
+        # state reader's and the writer's connections are opened before it, and a continuous exactly-once copy
+        # reads its state ahead (`state_reader`): at a run boundary the fenced run stops at once, and what the
+        # new one does after the fence is the gap on the target.
         via = pool.submit(state_reader, task)
+        if task.exactly_once and task.end is None:
+            wait([via])
         try:
             writer = TargetWriter(
                 task.target,
