@@ -72,6 +72,16 @@ def latest_values(records: Iterable[tuple[int, int, bytes | None, bytes | None, 
     return latest
 
 
+class _Kept:
+    """What a remembering `LogReader` read of one partition: the latest record per key, and where it stopped."""
+
+    __slots__ = ("position", "records")
+
+    def __init__(self) -> None:
+        self.records: dict[bytes | int, tuple[int, int, bytes | None, bytes | None, int]] = {}
+        self.position = 0
+
+
 class LogReader:
     """Reads to the true end through one pair of clients, as often as needed: a copy start reads several state
     topics and slots one after the other, and each new client pays its connections and metadata again (about
@@ -87,8 +97,15 @@ class LogReader:
         read_committed: bool = True,
         timeout_s: float = 60.0,
         wait_s: float = OPEN_TRANSACTION_WAIT_S,
+        remember: bool = False,
     ) -> None:
-        self.cluster, self._conf, self._timeout_s, self._wait_s = cluster, conf, timeout_s, wait_s
+        """`remember`: keep what each read delivered, as compaction would (the latest record per key, in offset
+        order), and where it stopped: a later read of the same partition yields those records, then reads only
+        from there to the new true end. That is a read of the log as a reader that started earlier and went on
+        sees it, and what a read from the start sees once the cleaner has run. A copy start reads its state so
+        before its fence, then again after it: the second read, the one a run boundary waits for, is a tail."""
+        self.cluster, self._conf, self._timeout_s, self.wait_s = cluster, conf, timeout_s, wait_s
+        self._kept: dict[tuple[str, int], _Kept] | None = {} if remember else None
         self._reader = make_consumer(
             conf,
             **{
@@ -129,15 +146,67 @@ class LogReader:
             if self._asker is None:
                 self._asker = make_consumer(self._conf, **{"isolation.level": "read_uncommitted"})
             ends = _true_ends(self._asker, topic, wanted, self._timeout_s)
+            if self._kept is None:
+                starts: dict[int, int] = {}
+            else:
+                starts = self._kept_starts(topic, ends)
+                for p in ends:
+                    kept = self._kept.get((topic, p))
+                    yield from sorted(kept.records.values(), key=lambda r: r[1]) if kept and p in starts else ()
+            ends = {p: end for p, end in ends.items() if starts.get(p, 0) < end}
             if not ends:
                 return
-            self._reader.assign([TopicPartition(topic, p, 0) for p in ends])
+            self._reader.assign([TopicPartition(topic, p, starts.get(p, 0)) for p in ends])
             try:
-                yield from consume_to(self._reader, self.cluster, topic, ends, self._wait_s)
+                for record in consume_to(self._reader, self.cluster, topic, ends, self.wait_s, starts):
+                    self._keep(topic, record, record[1] + 1)
+                    yield record
+                for p, end in ends.items():
+                    self._keep(topic, None, end, p)
             finally:
                 self._reader.unassign()
         except KafkaException as err:
             raise KafkaOperationError(self.cluster, f"reading topic '{topic}'", err) from err
+
+    def _kept_starts(self, topic: str, ends: Mapping[int, int]) -> dict[int, int]:
+        """Where the reads of `topic`'s partitions resume: where the last read stopped, unless the partition now
+        ends below that (re-created: read again from the start)."""
+        assert self._kept is not None
+        starts = {}
+        for p, end in ends.items():
+            kept = self._kept.get((topic, p))
+            if kept is not None and kept.position > end:
+                del self._kept[(topic, p)]
+            elif kept is not None:
+                starts[p] = kept.position
+        return starts
+
+    def _keep(
+        self, topic: str, record: tuple[int, int, bytes | None, bytes | None, int] | None, position: int, p: int = 0
+    ) -> None:
+        """Remember `record` (the latest of its key) and that the read of its partition (`p` with no record)
+        reached `position`."""
+        if self._kept is None:
+            return
+        p = record[0] if record is not None else p
+        kept = self._kept.setdefault((topic, p), _Kept())
+        if record is not None:
+            kept.records[record[2] if record[2] is not None else record[1]] = record
+        kept.position = max(kept.position, position)
+
+    def connect(self, *topics: str) -> None:
+        """Open the clients' broker connections and fetch the topics' metadata now, ahead of the reads: a copy
+        does it before fencing, so that its reads after the fence (the run boundary's gap) pay round trips, not
+        client start-ups. Best-effort: a failure here is met again, and reported, by the read."""
+        try:
+            if self._asker is None:
+                self._asker = make_consumer(self._conf, **{"isolation.level": "read_uncommitted"})
+            clients = [self._reader] if self._asker is self._reader else [self._reader, self._asker]
+            for topic in topics:
+                for client in clients:
+                    client.list_topics(topic, timeout=self._timeout_s)
+        except KafkaException:
+            return
 
     def close(self) -> None:
         if self._asker is not None and self._asker is not self._reader:

@@ -98,9 +98,11 @@ class TargetWriter:
         overrides: Mapping[str, str | int] | None = None,
         tuning: Mapping[str, str | int] | None = None,
         max_message_bytes: int | None = None,
+        connect_topic: str | None = None,
     ) -> None:
         """`max_message_bytes`: the remote topic's `max.message.bytes`, which librdkafka's `message.max.bytes`
-        (1 MB by default, checked when a record is produced) follows unless the operator's `conf` sets it."""
+        (1 MB by default, checked when a record is produced) follows unless the operator's `conf` sets it.
+        `connect_topic`: fetched before init_transactions, so the fence waits for no connection (run boundaries)."""
         self.cluster = cluster
         self.timeout_s = timeout_s
         self.transactional = transactional_id is not None
@@ -120,8 +122,9 @@ class TargetWriter:
             # transaction for 90 s derived from it (kafka/compacted_log.py, docs/copy.md).
             settings.setdefault("transaction.timeout.ms", 60000)
         self._producer: Producer = make_producer(conf, **settings)
-        self._error: KafkaError | None = None
         if self.transactional:
+            with contextlib.suppress(KafkaException):  # best-effort: init_transactions reports a failure
+                _ = connect_topic is None or self._producer.list_topics(connect_topic, timeout=timeout_s)
             self._call("initialising transactions", lambda: self._producer.init_transactions(timeout_s))
 
     def _call(self, what: str, fn: Callable[[], object]) -> None:
@@ -144,13 +147,11 @@ class TargetWriter:
         headers: Sequence[tuple[str, bytes | None]] | None = None,
         on_delivery: Callable[[KafkaError | None, Message], None] | None = None,
     ) -> None:
-        kwargs: dict[str, Any] = {"partition": partition, "key": key, "value": value}
+        kwargs: dict[str, Any] = {"partition": partition, "key": key, "value": value, "on_delivery": on_delivery}
         if timestamp is not None and timestamp >= 0:
             kwargs["timestamp"] = timestamp
         if headers:
             kwargs["headers"] = list(headers)
-        if on_delivery is not None:
-            kwargs["on_delivery"] = on_delivery
         while True:
             try:
                 self._producer.produce(topic, **kwargs)

@@ -26,15 +26,17 @@ The map forgets history below the source log start (retention, `delete_records`)
 reader sees the log start move, segments wholly below it become tombstones in the next transaction, after
 `offset_syncs` has seen their records.
 
-Set-up reads (stored progress, offset map, metrics, the offset-syncs tail, and the source bounds once the progress
-is read) run in parallel threads after fencing: they are round trips that release the GIL, and they cost more than
-copying a small range. In continuous mode the next run's copy of a partition fences the running one (the
+Set-up reads (stored progress, offset map, metrics, the offset-syncs tail, and the source bounds: beside them
+exactly-once, once the progress is read at-least-once) run in parallel threads after fencing: they are round trips
+that release the GIL, and they cost more than copying a small range; the state reader connects before the fence.
+In continuous mode the next run's copy of a partition fences the running one (the
 handover): the fenced run ends cleanly with what it committed (`CopyResult.handed_over`), never as an error a
 Spark retry would answer by fencing the new owner back.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
@@ -43,6 +45,7 @@ from typing import Any, TypeVar
 
 from mirrorflow.core.offset_map import OffsetMap
 from mirrorflow.core.progress import Progress
+from mirrorflow.kafka.compacted_log import LogReader
 from mirrorflow.kafka.offsets import partition_bounds
 from mirrorflow.kafka.partition_reader import PartitionReader
 from mirrorflow.kafka.record_size import RecordTooLarge, limit_now
@@ -61,6 +64,7 @@ from mirrorflow.replication.copy_setup import (
     restore_map,
     settled_slots,
     start_metrics,
+    state_reader,
 )
 from mirrorflow.replication.copy_stall import CopyStalled
 from mirrorflow.replication.copy_task import CopyResult, CopyTask, buffer_settings
@@ -116,25 +120,38 @@ def _copy_range(
 ) -> CopyResult:
     with ThreadPoolExecutor(max_workers=4, thread_name_prefix="copy-setup") as pool:
         # Fencing first: the progress, map and offset-syncs tail read below are final only once no older writer
-        # can commit (a zombie's syncs landing after the tail was read would be rewritten behind newer ones).
-        writer = TargetWriter(
-            task.target,
-            task.target_producer,
-            transactional_id=task.transactional_id if task.exactly_once else None,
-            timeout_s=task.timeout_s,
-            tuning=buffer_settings(task).writer,
-            max_message_bytes=task.max_message_bytes,
-        )
+        # can commit (a zombie's syncs landing after the tail was read would be rewritten behind newer ones). The
+        # state reader's and the writer's connections are opened before it, and a continuous exactly-once copy
+        # reads its state ahead (`state_reader`): at a run boundary the fenced run stops at once, and what the
+        # new one does after the fence is the gap on the target.
+        via = pool.submit(state_reader, task)
+        if task.exactly_once and task.end is None:
+            wait([via])
+        try:
+            writer = TargetWriter(
+                task.target,
+                task.target_producer,
+                transactional_id=task.transactional_id if task.exactly_once else None,
+                timeout_s=task.timeout_s,
+                tuning=buffer_settings(task).writer,
+                max_message_bytes=task.max_message_bytes,
+                connect_topic=task.remote_topic,
+            )
+        except BaseException:
+            pool.submit(_close_reader, via)
+            raise
         try:
             metric_bytes = pool.submit(load_metric_bytes, task)  # after the fence: a predecessor's last snapshot
             newest_sync = pool.submit(newest_offset_sync, task)
-            stored_state = pool.submit(load_state, task)
-            # The source bounds after the progress: a predecessor still running until the fence above (the run
-            # this one hands over from, or a zombie) commits a progress beyond a log end read any earlier, which
-            # would look like a re-created source topic.
+            stored_state = pool.submit(lambda: load_state(task, via.result()))
+            # The source bounds after the fence, beside the state read when there is one: the fence settles every
+            # transaction of a predecessor (the run this one hands over from, or a zombie), so no progress beyond a
+            # log end read from now on can be committed, and a boundary waits for one round trip fewer. Without a
+            # fence (at-least-once) only after the progress: a predecessor still running commits a progress
+            # beyond a log end read any earlier, which would look like a re-created source topic.
             bounds = pool.submit(
                 _after,
-                stored_state,
+                None if writer.transactional else stored_state,
                 partition_bounds,
                 task.source,
                 task.source_consumer,
@@ -160,6 +177,12 @@ def _copy_range(
     )
 
 
+def _close_reader(via: Future[LogReader]) -> None:
+    """Close the state reader opened for a copy that failed to start (a failure to open it is the read's)."""
+    with contextlib.suppress(Exception):
+        via.result().close()
+
+
 def _owes_commit(
     task: CopyTask,
     offset_map: OffsetMap,
@@ -176,9 +199,10 @@ def _owes_commit(
     return owed or (progress is not None and upgrade)
 
 
-def _after(first: Future[Any], fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """`fn(*args, **kwargs)` once `first` is done (its failure is reported where `first` is awaited)."""
-    wait([first])
+def _after(first: Future[Any] | None, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """`fn(*args, **kwargs)` once `first` (if any) is done (its failure is reported where `first` is awaited)."""
+    if first is not None:
+        wait([first])
     return fn(*args, **kwargs)
 
 
@@ -235,10 +259,13 @@ def _copy(
         )
         parts = (task, writer, reader, offset_map, result)
         loop = CopyLoop(*parts, progress=progress, identity=identity, syncs=syncs, metrics=metrics, slots=slots)
-        # A continuous exactly-once copy commits its progress (with its epoch) before it reads: the claim that tells
-        # the run it fenced that a successor took over (`CopyLoop.run`).
+        # A continuous exactly-once copy owes a commit of its progress (with its epoch) at once: the claim that
+        # tells the run it fenced that a successor took over (`CopyLoop.run`). It rides in the first transaction,
+        # with the records read meanwhile (within `batch_ms`, or once caught up): a claim of its own would hold
+        # the first records back one more commit at every run boundary (docs/benchmarks.md, "Where a boundary's
+        # time goes").
         claim = task.exactly_once and task.end is None
-        loop.pending, loop.commit_start_first = pending or commit_start_first or claim, commit_start_first or claim
+        loop.pending, loop.commit_start_first = pending or commit_start_first or claim, commit_start_first
         loop.held_syncs, loop.seen_log_start = held_syncs, log_start
         loop.stop, loop.idle_limit_s = stops
         return loop.run(on_batch)

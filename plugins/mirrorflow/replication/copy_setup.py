@@ -21,13 +21,14 @@ from mirrorflow.replication.copy_slots import (
     load_snapshot,
     load_state,
     settled_slots,
+    state_reader,
 )
 from mirrorflow.replication.copy_task import CopyResult, CopyTask
 from mirrorflow.replication.metrics import PartitionMetrics, Snapshot, snapshot_key
 from mirrorflow.replication.state_records import StoredSegments
 
 # Read here by the copy; kept where they live (`copy_slots`).
-__all__ = ["load_progress", "load_segments", "load_state", "settled_slots"]
+__all__ = ["load_progress", "load_segments", "load_state", "settled_slots", "state_reader"]
 
 log = logging.getLogger(__name__)
 

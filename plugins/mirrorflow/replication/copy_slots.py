@@ -23,6 +23,7 @@ count planned on the driver (a broker still answering with the count before a gr
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -35,6 +36,12 @@ from mirrorflow.core.state_slots import check_count, head_slot, newest, slot_cha
 from mirrorflow.kafka.compacted_log import OPEN_TRANSACTION_WAIT_S, LogReader, read_to_end
 from mirrorflow.replication.copy_task import CopyTask
 from mirrorflow.replication.state_records import SlotRecord, SlottedState, StoredSegments
+
+log = logging.getLogger(__name__)
+
+PRE_READ_WAIT_S = 5.0
+"""How long a copy's read of its state before the fence waits on an open transaction (`state_reader`): one that
+a killed predecessor left open ends only with the fence, or 60 s later."""
 
 COUNT_WAIT_S = 10.0
 """How long a copy waits for a broker's metadata to show the state topic's planned partition count."""
@@ -109,12 +116,33 @@ class LoadedState(NamedTuple):
     map_placement: Placement
 
 
-def load_state(task: CopyTask) -> LoadedState:
+def state_reader(task: CopyTask) -> LogReader:
+    """The reader `load_state` reads through, opened before the copy fences and connected to both state topics.
+    A continuous exactly-once copy also reads its state through it then, which the reader remembers: at a run
+    boundary the run it takes over from copies on meanwhile, and the read after the fence, the one the boundary
+    waits for, is only what was committed since (`LogReader`, `remember`). That first read is a head start, not
+    the answer: it waits `PRE_READ_WAIT_S` at most on an open transaction, and a failure is left to the read
+    after the fence."""
+    reader = LogReader(task.target, task.target_consumer, timeout_s=task.timeout_s, remember=True)
+    reader.connect(task.progress_topic, task.offset_map_topic)
+    if task.exactly_once and task.end is None:
+        reader.wait_s = PRE_READ_WAIT_S
+        try:
+            progress, _ = load_progress(task, reader)
+            load_segments(task, settled_slots(progress), reader)
+        except MirrorflowError as err:
+            log.debug("flow %s: reading %s-%s's state before the fence: %s", task.flow, task.topic, task.partition, err)
+        finally:
+            reader.wait_s = OPEN_TRANSACTION_WAIT_S
+    return reader
+
+
+def load_state(task: CopyTask, via: LogReader | None = None) -> LoadedState:
     """`load_progress`, then `load_segments` with the settled count it found, through one reader (a start pays
-    one reader's connections, not one per read)."""
-    with LogReader(task.target, task.target_consumer, timeout_s=task.timeout_s) as via:
-        progress, progress_placement = load_progress(task, via)
-        segments, map_placement = load_segments(task, settled_slots(progress), via)
+    one reader's connections, not one per read): `via` (`state_reader`, closed here) or a new one."""
+    with via or LogReader(task.target, task.target_consumer, timeout_s=task.timeout_s) as reader:
+        progress, progress_placement = load_progress(task, reader)
+        segments, map_placement = load_segments(task, settled_slots(progress), reader)
     return LoadedState(progress, progress_placement, segments, map_placement)
 
 
