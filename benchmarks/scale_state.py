@@ -3,7 +3,8 @@ start, fed synthetic state topics instead of a broker (the real `copy_slots` rea
 
 Two models, each with its baseline measured in the same run:
 * `startup_scan`: the one-partition state topics of older versions (every range reads all of them) beside
-  today's slots (a range reads its own head slot, settled), each progress key written `--dirty` times;
+  today's slots (a range reads its own head slot, settled; and the chain of slots below it, not settled), each
+  progress key written `--dirty` times;
 * `tail_scan`: today's settled head-slot read in steady state. The log cleaner cannot compact a record younger
   than `min.compaction.lag.ms` (15 min), nor anything in the active segment (rolled after `segment.ms`, 10 min),
   so a start reads every record written to its slot in the last ~25 minutes: at c exactly-once commits a second
@@ -120,10 +121,14 @@ def _measure(topics: Topics, task: CopyTask, repeat: int) -> dict[str, float]:
     return {"cpu_ms": round(per_task * 1000, 1), "mb": round(topics.fetched / 1e6, 4), "bytes": topics.fetched}
 
 
-def _seed(topics: Topics, t: CopyTask, commits: int, runs: int, markers: int, snapshots: int = 1) -> None:
-    """One partition's state at its head slot, settled: `commits` progress records (the last one live) and the
-    map's first run plus `runs` one-record runs (each commit's marker takes a downstream offset, so each is a new
-    run), `markers` commit markers beyond the records, and `snapshots` metrics snapshots (the last one live)."""
+def _seed(
+    topics: Topics, t: CopyTask, commits: int, runs: int, markers: int, snapshots: int = 1, settled: bool = True
+) -> None:
+    """One partition's state at its head slot, settled (or not: a start then reads the chain of slots below the
+    head too, as the first start after an upgrade or a growth does): `commits` progress records (the last one
+    live) and the map's first run plus `runs` one-record runs (each commit's marker takes a downstream offset, so
+    each is a new run), `markers` commit markers beyond the records, and `snapshots` metrics snapshots (the last
+    one live)."""
     slot, ids = head_slot(t.topic, t.partition, topics.slots), (t.source_topic_id, t.remote_topic_id)
     topics.put(t.offset_map_topic, slot, *encode_segment(t.topic, t.partition, Segment(0, 0, 1000)))
     for v in range(runs):
@@ -131,7 +136,15 @@ def _seed(topics: Topics, t: CopyTask, commits: int, runs: int, markers: int, sn
     for v in range(commits):
         at = 1000 + v
         progress = Progress(
-            t.topic, t.partition, at + 1, at + v + 1, at + 1, 1, 1_700_000, *ids, settled_slots=topics.slots
+            t.topic,
+            t.partition,
+            at + 1,
+            at + v + 1,
+            at + 1,
+            1,
+            1_700_000,
+            *ids,
+            settled_slots=topics.slots if settled else 0,
         )
         topics.put(t.progress_topic, slot, *encode_progress(progress))
     for topic in (t.progress_topic, t.offset_map_topic):
@@ -150,6 +163,7 @@ def startup_scan(tasks: list[CopyTask], dirty_versions: int) -> dict[str, Any]:
     slot of each topic, `core.state_slots`), in the same run on the same synthetic records."""
     slots = sized_state_partitions(len(tasks))  # as they would be with slots on (`SLOTS_ON`)
     before, after = _scan(tasks, dirty_versions, 1), _scan(tasks, dirty_versions, slots)
+    chain = _scan(tasks, dirty_versions, slots, settled=False)
     found: dict[str, Any] = {
         f"progress records per task scan (uncompacted x{dirty_versions})": len(tasks) * dirty_versions,
         "state topic partitions (slots): one-partition topics -> slots": f"1 -> {slots}",
@@ -161,16 +175,17 @@ def startup_scan(tasks: list[CopyTask], dirty_versions: int) -> dict[str, Any]:
         ("per copy run (all tasks): GB fetched from the target", "run_gb"),
     ):
         found[f"{label} (one partition -> slots)"] = f"{before[key]} -> {after[key]}"
+        found[f"{label} (slots, not settled: the chain)"] = chain[key]
     found["per task: bytes fetched from the target, MB (slots)"] = after["mb"]
     return found
 
 
-def _scan(tasks: list[CopyTask], dirty_versions: int, slots: int) -> dict[str, float]:
+def _scan(tasks: list[CopyTask], dirty_versions: int, slots: int, settled: bool = True) -> dict[str, float]:
     """One range's state reads on synthetic state topics of `slots` partitions, every partition's state at its
     head slot (settled there, as copies leave it), each progress key written `dirty_versions` times."""
     topics = Topics(slots)
     for t in tasks:
-        _seed(topics, t, dirty_versions, 0, 0)
+        _seed(topics, t, dirty_versions, 0, 0, settled=settled)
     found = _measure(topics, tasks[len(tasks) // 2], 3)
     found["run_cpu_s"] = round(found["cpu_ms"] / 1000 * len(tasks), 1)
     found["run_gb"] = round(found["bytes"] * len(tasks) / 1e9, 3)
