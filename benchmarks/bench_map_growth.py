@@ -3,43 +3,42 @@ to 20k transactions, with the state topics' segment settings (`STATE_TOPIC_CONFI
 as a baseline, with the broker's defaults they replaced; thinned and not. The broker counterpart of `make
 bench-offset-map` (which models the same map without a broker). docs/offsets.md has the figures.
 
-Model: one flow per variant between two local clusters, each copying its own one-partition source topic
-(offset syncs are keyed by source partition in a topic all flows would share, so they do not share a source) and
-so writing state topics of its own (named after its source alias). The source is filled first with enough
-records; the copy is the product's own `copy_range` in continuous mode (`end=None`, exactly-once: transactional
-producer, `commit_batch`, state topics created by `create_internal_topics` with their slots), in a process of its
-own per variant. Accelerated: each transaction is capped at `--txn-records` records through
-`CopyTask.batch_records` (the record cap `buffer_settings` applies), so a copy behind a filled source commits one
-small transaction after another, as a caught-up copy does per poll, only as fast as the brokers allow. Each
-transaction's commit marker takes a downstream offset, so every transaction opens a new exact run.
+Model: one flow per variant between two local clusters, each copying its own one-partition source topic (offset
+syncs are keyed by source partition in a shared topic) into state topics of its own. The source is filled first;
+the copy is the product's `copy_range` in continuous mode (`end=None`, exactly-once: transactional producer,
+`commit_batch`, state topics by `create_internal_topics` with their slots), in a process per variant.
+Accelerated: each transaction is capped at `--txn-records` records through `CopyTask.batch_records`, so a copy
+behind a filled source commits one small transaction after another, as a caught-up copy does per poll, as fast as
+the brokers allow. Each transaction's commit marker takes a downstream offset: every transaction opens an exact run.
 
 Variants (`--variants`, any subset):
 * `baseline` ("unthinned, 1 GiB segments"): the behaviour before the segment settings. After
-  `create_internal_topics`, its state topics get the broker's defaults set explicitly at topic level
-  (incremental alter configs: segment.bytes 1073741824, segment.ms 604800000, min.cleanable.dirty.ratio 0.5), a
+  `create_internal_topics`, its state topics get the broker's defaults at topic level (`BROKER_DEFAULTS`), a
   value the product keeps as an operator's choice; map unthinned (`NO_THINNING`, as shipped).
 * `unthinned`: the product's settings, map unthinned.
 * `thinned`: the product's settings, `offset_runs.DEFAULT_EXACT_RUNS` set to `THINNING_WINDOW` in its process
-  before any `OffsetMap` is built (`OffsetMap` reads the module attribute at construction, so the copy's restored
-  map and the measurement below both use it; the measurement reports the restored map's window).
-Accelerated segment rolls: the product's segment.ms is 10 minutes, so a run of minutes would never roll a
-segment, and the log cleaner never cleans a partition's active segment. `--segment-ms` (default 15,000) is set at
+  before any `OffsetMap` is built (read at construction; the measurement reports the restored map's window).
+Accelerated time: the product's segment.ms is 10 minutes, so a run of minutes would never roll a segment (the
+cleaner never cleans a partition's active segment), and its min.compaction.lag.ms (15 min) keeps any record younger
+than that from cleaning. `--segment-ms` (default 15,000) sets the factor (15,000 / 600,000 = 1/40): segment.ms,
+min.compaction.lag.ms and delete.retention.ms are all scaled by it (`map_growth_state.accelerated`; printed) at
 topic level on the state topics of the two variants with the product's settings; segment.bytes (16 MiB) and
 min.cleanable.dirty.ratio (0.1) stay the product's. A segment rolls only when a record is appended after
 segment.ms, so a copy's active segment holds up to its last segment.ms of writes. The brokers keep their
-defaults (`harness.bench_clusters`: only the cleaner's dedupe buffer is cut to 16 MiB, still room for some
-600,000 keys per pass): after a roll the cleaner starts within `log.cleaner.backoff.ms` (15 s), the time it
-sleeps when nothing is due; the bounded wait below covers that, so no broker setting is needed.
+defaults (`harness.bench_clusters` only cuts the cleaner's dedupe buffer to 16 MiB, some 600,000 keys per pass):
+after a roll the cleaner starts within `log.cleaner.backoff.ms` (15 s); the bounded wait below covers that.
 
 At each checkpoint (`--checkpoints`, counted in committed transactions with records) the copies stop between
-transactions (their `stop` callback) and the bench waits, up to 2 x (segment.ms + 15 s), until no head slot of
-any variant holds anything the cleaner would clean (read from the target broker's log directory: its cleaner
-checkpoint and segment files; `min.cleanable.dirty.ratio` counted); the wait is printed. What is left is what a
-start after a pause would find. Then each variant in turn, alone, measures on the target:
+transactions (their `stop` callback); each variant measures once at once ("read at stop": what a start meets in
+continuous operation, the uncleaned tail included), then the bench waits, up to 2 x (segment.ms +
+min.compaction.lag.ms + 15 s), until no head slot of any variant holds anything the cleaner would clean (read
+from the target broker's log directory: its cleaner checkpoint and segment files; `min.cleanable.dirty.ratio`
+counted); the wait is printed. What is left is what a start after a pause would find. Then each variant in turn,
+alone, measures on the target:
 * progress / map records read: the records the copy's own start-up read, `copy_slots.load_state(task)` (what
   `copy_range` calls), counted as they come (a wrapper around `copy_slots.read_to_end` in the copy's process),
-  tombstones included: a thinned map keeps one tombstone per merge for `delete.retention.ms` (24 h, unchanged)
-  after the cleaning that meets it. Map bytes are key + value;
+  tombstones included: a thinned map keeps one tombstone per merge for `delete.retention.ms` (scaled) after
+  the cleaning that meets it. Map bytes are key + value;
 * live keys/bytes: the map records read folded as compaction leaves them (latest per key, no tombstones): the
   map's own size, what a start reads at best;
 * segments, active offsets, bytes on disk (progress / map): the head slots' segment files on the broker, the
@@ -48,7 +47,7 @@ start after a pause would find. Then each variant in turn, alone, measures on th
   cleaner keeps a transaction's marker for `delete.retention.ms` after it has removed the transaction's records;
 * start-up ms: `load_state` (wall, median of `--repeat`), then `restore_map`.
 Then the copies resume from their committed progress (a new `copy_range`, as the next run of a flow would).
-Transactions per second are those of the stretch since the previous checkpoint, start-up of the run included.
+Transactions per second: the stretch since the previous checkpoint, start-up included.
 """
 
 from __future__ import annotations
@@ -72,6 +71,7 @@ from map_growth_state import (
     CLEANER_BACKOFF_S,
     Broker,
     ReadCounter,
+    accelerated,
     await_cleaner,
     head_partitions,
     on_disk,
@@ -90,6 +90,7 @@ from mirrorflow.replication.internal_topics import create_internal_topics
 from report import text_table
 
 CHECKPOINTS = (1_000, 5_000, 10_000, 20_000)
+Disk = tuple[int, int, int]
 
 
 @dataclass(frozen=True)
@@ -242,6 +243,10 @@ class Variant:
                 raise RuntimeError(f"{self.name}: the copy process exited with {self.process.exitcode}")
         return self.conn.recv()
 
+    def measured(self, checkpoint: int) -> Measured:
+        self.ask("measure", checkpoint)
+        return self.answer()  # type: ignore[return-value]
+
     def watched(self) -> list[tuple[str, int, float]]:
         """Its head slots with their `min.cleanable.dirty.ratio`."""
         ratio = float(self.effective["min.cleanable.dirty.ratio"])
@@ -276,14 +281,13 @@ def run(variants: list[Variant], checkpoints: list[int], together: bool, broker:
     watched = [w for v in variants for w in v.watched()]
     for checkpoint in checkpoints:
         stretches = copy_all(variants, checkpoint, together)
+        at_stop = {v.name: v.measured(checkpoint) for v in variants}
         waited = await_cleaner(broker.data_dir, watched, broker.wait_bound_s)
         print(f"at {checkpoint:,}: waited {waited:,.0f} s for the cleaner", flush=True)
         for v in variants:
             disk = on_disk(broker.bootstrap, broker.data_dir, head_partitions(v.task))
-            v.ask("measure", checkpoint)
-            m: Measured = v.answer()  # type: ignore[assignment]
-            s = stretches[v.name]
-            rows.append(row(v.kind.label, checkpoint, s, m, waited, disk))
+            m, s = v.measured(checkpoint), stretches[v.name]
+            rows.append(row(v.kind.label, checkpoint, s, m, at_stop[v.name], waited, disk))
             print(
                 f"{v.name} at {checkpoint:,}: {s.transactions / s.seconds:,.0f} txn/s, (segments, active offsets, "
                 f"bytes) {disk}, " + ", ".join(f"{k} {val:,.0f}" for k, val in vars(m).items()),
@@ -293,13 +297,14 @@ def run(variants: list[Variant], checkpoints: list[int], together: bool, broker:
 
 
 def row(
-    label: str, checkpoint: int, s: Stretch, m: Measured, waited: float, disk: list[tuple[int, int, int]]
+    label: str, checkpoint: int, s: Stretch, m: Measured, stop: Measured, waited: float, disk: list[Disk]
 ) -> tuple[str, ...]:
     (p_segments, p_active, p_size), (m_segments, m_active, m_size) = disk
     return (
         label,
         f"{checkpoint:,}",
         f"{s.transactions / s.seconds:,.0f}",
+        f"{stop.progress_read:,} / {stop.map_read:,}",
         f"{m.progress_read:,}",
         f"{m.map_read:,} ({m.map_tombstones:,})",
         f"{m.map_bytes:,}",
@@ -318,6 +323,7 @@ HEADER = (
     "variant",
     "transactions",
     "txn/s",
+    "read at stop p / m",
     "progress records read",
     "map records read (tombstones)",
     "map bytes read",
@@ -355,7 +361,10 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     checkpoints: list[int] = args.checkpoints
     rid = run_id()
-    wait_bound_s = 2 * (args.segment_ms / 1000 + CLEANER_BACKOFF_S)
+    times, factor = accelerated(args.segment_ms)
+    lag_s = int(times["min.compaction.lag.ms"]) / 1000
+    wait_bound_s = 2 * (args.segment_ms / 1000 + lag_s + CLEANER_BACKOFF_S)
+    print(f"accelerated x{1 / factor:g} (factor {factor:g}): {times} on the product variants", flush=True)
     with bench_clusters("mirrorflow-bench-map-") as (directory, source, target):
         config = directory / "growth.properties"
         topics = {name: f"growth-{i}-{rid}" for i, name in enumerate(args.variants)}  # keys of one size
@@ -364,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
         variants: list[Variant] = []
         try:
             for name in args.variants:
-                configs = BROKER_DEFAULTS if VARIANTS[name].baseline else {"segment.ms": str(args.segment_ms)}
+                configs = BROKER_DEFAULTS if VARIANTS[name].baseline else times
                 setup = Setup(source, target, config, records, args.txn_records, configs)
                 task, effective = prepare(name, topics[name], setup)
                 print(f"{name}: state topics {effective}", flush=True)
@@ -378,8 +387,8 @@ def main(argv: list[str] | None = None) -> int:
                 v.close()
     print(
         f"\nstart-up reads of one partition's state after N exactly-once transactions of {args.txn_records} "
-        f"record(s), real brokers; thinned: W = {THINNING_WINDOW} exact runs; product settings with segment.ms "
-        f"accelerated to {args.segment_ms:,} (product default 600,000) at topic level; baseline: the broker's "
+        f"record(s), real brokers; thinned: W = {THINNING_WINDOW} exact runs; product settings with their times "
+        f"scaled by {factor:g} at topic level ({times}); baseline: the broker's "
         f"defaults at topic level; waited up to {wait_bound_s:,.0f} s for the cleaner per checkpoint; "
         f"{elapsed:,.0f} s in all"
     )

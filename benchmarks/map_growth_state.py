@@ -26,13 +26,29 @@ from mirrorflow.replication.copy_task import CopyTask
 from mirrorflow.replication.flow_clients import FlowClients
 from mirrorflow.replication.internal_topics import STATE_PURPOSES, STATE_TOPIC_CONFIGS, flow_internal_topics
 
-BROKER_DEFAULTS = {"segment.bytes": "1073741824", "segment.ms": "604800000", "min.cleanable.dirty.ratio": "0.5"}
+BROKER_DEFAULTS = {
+    "segment.bytes": "1073741824",
+    "segment.ms": "604800000",
+    "min.cleanable.dirty.ratio": "0.5",
+    "delete.retention.ms": "86400000",
+    "min.compaction.lag.ms": "0",
+}
 """The broker's defaults for the keys of `STATE_TOPIC_CONFIGS`: what the state topics had before them."""
+ACCELERATED = ("segment.ms", "min.compaction.lag.ms", "delete.retention.ms")
+"""The settings that are times: scaled together, so that an accelerated run keeps their ratios. Scaling
+segment.ms alone left min.compaction.lag.ms at 15 minutes, and a run of minutes then never compacted anything."""
 CLEANER_BACKOFF_S = 15.0
 """`log.cleaner.backoff.ms` (the broker's default, which the local clusters keep): how long the cleaner sleeps
 when no log is due."""
 
 Record = tuple[int, int, bytes | None, bytes | None, int]
+
+
+def accelerated(segment_ms: int) -> tuple[dict[str, str], float]:
+    """The product's time settings (`ACCELERATED`) scaled by the factor that takes its segment.ms to
+    `segment_ms`, and that factor: the rest of `STATE_TOPIC_CONFIGS` (sizes, the dirty ratio) stays as shipped."""
+    factor = segment_ms / int(STATE_TOPIC_CONFIGS["segment.ms"])
+    return {key: str(round(int(STATE_TOPIC_CONFIGS[key]) * factor)) for key in ACCELERATED}, factor
 
 
 def set_state_configs(flow: Flow, clients: FlowClients, configs: dict[str, str]) -> dict[str, str]:

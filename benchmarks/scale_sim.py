@@ -24,7 +24,6 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,25 +43,19 @@ from mirrorflow.airflow.reports import control_plane_summary, plan_summary, repe
 from mirrorflow.airflow.spark import SUMMARY_KEYS  # noqa: E402
 from mirrorflow.config.loader import load_config  # noqa: E402
 from mirrorflow.config.model import Flow  # noqa: E402
-from mirrorflow.core.offset_map import Segment, encode_segment  # noqa: E402
-from mirrorflow.core.progress import Progress, encode_progress, topic_id_text  # noqa: E402
-from mirrorflow.core.state_slots import head_slot, sized_state_partitions  # noqa: E402
-from mirrorflow.replication import copy_setup, copy_slots  # noqa: E402
+from mirrorflow.core.progress import topic_id_text  # noqa: E402
 from mirrorflow.replication.checkpoints import CheckpointReport, EmittedCheckpoint  # noqa: E402
 from mirrorflow.replication.copy_plan import copyable, plan_copy, summarise, totals_line  # noqa: E402
 from mirrorflow.replication.copy_task import CopyResult, CopyTask  # noqa: E402
 from mirrorflow.replication.discovery import FlowPlan, plan_topics  # noqa: E402
 from mirrorflow.replication.flow_cycle import ControlPlaneReport  # noqa: E402
 from mirrorflow.replication.flow_rules import FlowRules  # noqa: E402
-from mirrorflow.replication.metrics import PartitionMetrics, snapshot_key  # noqa: E402
 from mirrorflow.replication.topic_sync import CreatedTopic, TopicSyncReport  # noqa: E402
 
-Record = tuple[int, int, bytes | None, bytes | None, int]
+sys.path.insert(0, str(REPO / "benchmarks"))  # its sibling, also when a test loads this file by path
+from scale_state import PATCHED, TAIL_S, startup_scan, tail_scan, timed  # noqa: E402
 
-# The module attributes `startup_scan` replaces with its synthetic topics: where the functions it times
-# (`copy_slots.load_progress`/`load_segments`/`load_snapshot`) look up `read_to_end`. Checked by
-# tests/benchmarks/test_scale_sim.py, so a move of those reads breaks a test, not `make scale-sim`.
-PATCHED: tuple[tuple[Any, str], ...] = ((copy_slots, "read_to_end"),)
+__all__ = ["PATCHED", "startup_scan", "tail_scan", "timed"]
 
 
 def synthetic_ids(plan: FlowPlan) -> dict[str, tuple[str, str]]:
@@ -76,17 +69,6 @@ def hash_id(name: str) -> bytes:
     import hashlib
 
     return hashlib.blake2b(name.encode(), digest_size=16).digest()
-
-
-def timed(fn: Callable[[], Any], repeat: int = 5) -> tuple[float, Any]:
-    """Median CPU seconds of this process over `repeat` calls, and the last result. CPU, not wall time: on a
-    shared machine the wall time mostly measures the neighbours (everything measured here is single-threaded)."""
-    times, result = [], None
-    for _ in range(repeat):
-        started = time.process_time()
-        result = fn()
-        times.append(time.process_time() - started)
-    return statistics.median(times), result
 
 
 def tree_cpu(root: psutil.Process) -> float:
@@ -185,96 +167,6 @@ def xcom_sizes(flow: Flow, plan: FlowPlan, tasks: list[CopyTask], first_plan: Fl
     }
 
 
-def startup_scan(tasks: list[CopyTask], dirty_versions: int) -> dict[str, Any]:
-    """Per-task cost of reading a task's state at its start, at this many partitions: the one-partition state
-    topics of older versions (every task reads all of them) beside today's slots (a task reads its own slot of
-    each topic, `core.state_slots`), in the same run on the same synthetic records."""
-    slots = sized_state_partitions(len(tasks))  # as they would be with slots on (`SLOTS_ON`)
-    before, after = _scan(tasks, dirty_versions, 1), _scan(tasks, dirty_versions, slots)
-    found: dict[str, Any] = {
-        f"progress records per task scan (uncompacted x{dirty_versions})": len(tasks) * dirty_versions,
-        "state topic partitions (slots): one-partition topics -> slots": f"1 -> {slots}",
-    }
-    for label, key in (
-        ("per task: decode progress + map + metrics, CPU ms", "cpu_ms"),
-        ("per task: bytes fetched from the target, MB", "mb"),
-        ("per copy run (all tasks): CPU s", "run_cpu_s"),
-        ("per copy run (all tasks): GB fetched from the target", "run_gb"),
-    ):
-        found[f"{label} (one partition -> slots)"] = f"{before[key]} -> {after[key]}"
-    found["per task: bytes fetched from the target, MB (slots)"] = after["mb"]
-    return found
-
-
-def _start_reads(task: CopyTask, key: bytes) -> tuple[Any, Any, Any]:
-    """The copy start's reads, in copy_range's order: the progress, then the map (spared the slots below the head
-    when the progress says settled), and the metrics snapshot."""
-    progress = copy_setup.load_progress(task)[0]
-    stored = copy_setup.load_segments(task, copy_setup.settled_slots(progress))[0]
-    return progress, stored, copy_slots.load_snapshot(task, str(task.metrics_topic), key)[0]
-
-
-def _scan(tasks: list[CopyTask], dirty_versions: int, slots: int) -> dict[str, float]:
-    """Time one task's state reads on synthetic state topics of `slots` partitions, each record at its head slot
-    (settled there, as copies leave it); counts the bytes of the partitions the reads ask for (wire overhead: a
-    record batch header per partition)."""
-    topics: dict[str, dict[int, list[Record]]] = {}
-
-    def put(topic: str, t: CopyTask, key: bytes, value: bytes) -> None:
-        partition = topics.setdefault(topic, {}).setdefault(head_slot(t.topic, t.partition, slots), [])
-        partition.append((head_slot(t.topic, t.partition, slots), len(partition), key, value, 0))
-
-    for t in tasks:
-        for v in range(dirty_versions):  # an uncompacted log holds every commit since the last cleaning
-            at = 1000 + v
-            ids = (t.source_topic_id, t.remote_topic_id)
-            settled = Progress(t.topic, t.partition, at, at, at, 1, 1_700_000, *ids, settled_slots=slots)
-            put(t.progress_topic, t, *encode_progress(settled))
-        put(t.offset_map_topic, t, *encode_segment(t.topic, t.partition, Segment(0, 0, 1000)))
-        pm = PartitionMetrics(
-            source=t.source, target=t.target, source_topic=t.topic, remote_topic=t.remote_topic, partition=t.partition
-        )
-        snap = pm.snapshot(now_ms=1)
-        put(str(t.metrics_topic), t, snap.key(), snap.encode())
-    fetched = [0]
-
-    def fake_read_to_end(cluster: str, conf: Any, topic: str, **kwargs: Any) -> Iterator[Record]:
-        if kwargs.get("on_count") is not None:
-            kwargs["on_count"](slots)
-        chosen = kwargs.get("partitions")
-        wanted = chosen(slots) if callable(chosen) else (chosen if chosen is not None else range(slots))
-        records = [r for p in wanted for r in topics.get(topic, {}).get(p, [])]
-        fetched[0] += sum(len(k or b"") + len(v or b"") + RECORD_OVERHEAD for _, _, k, v, _ in records)
-        fetched[0] += BATCH_OVERHEAD * len(list(wanted))
-        return iter(records)
-
-    originals = [getattr(module, name) for module, name in PATCHED]
-    for module, name in PATCHED:
-        setattr(module, name, fake_read_to_end)
-    try:
-        task = tasks[len(tasks) // 2]
-        key = snapshot_key(task.remote_topic, task.partition)
-        per_task, (found, stored, snapshot) = timed(lambda: _start_reads(task, key), 3)
-        fetched[0] = 0
-        _start_reads(task, key)
-    finally:
-        for (module, name), original in zip(PATCHED, originals, strict=True):
-            setattr(module, name, original)
-    assert found is not None and stored.runs and snapshot, "the synthetic records must hold the task's own state"
-    return {
-        "cpu_ms": round(per_task * 1000, 1),
-        "mb": round(fetched[0] / 1e6, 4),
-        "run_cpu_s": round(per_task * len(tasks), 1),
-        "run_gb": round(fetched[0] * len(tasks) / 1e9, 3),
-    }
-
-
-RECORD_OVERHEAD = 20
-"""Bytes a record costs on the wire beyond its key and value (record header fields, varints)."""
-BATCH_OVERHEAD = 61
-"""A record batch header: at least one per partition a read fetches (an uncleaned tail holds many more)."""
-
-
 def dag_parsing(flows: int, clusters: int) -> dict[str, Any]:
     from airflow.dag_processing.dagbag import DagBag
 
@@ -347,6 +239,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--flows", type=int, default=100, help="enabled flows of the DAG-parsing config")
     parser.add_argument("--clusters", type=int, default=11, help="clusters of the DAG-parsing config")
     parser.add_argument("--dirty", type=int, default=10, help="uncompacted versions per progress key")
+    parser.add_argument(
+        "--commit-rates",
+        default="0.1,1,10",
+        help="exactly-once commits a second per partition for the uncleaned-tail model, comma-separated "
+        "(default %(default)s; 1/s is a loaded partition); the live state alone is always measured beside them",
+    )
+    parser.add_argument("--tail-seconds", type=float, default=TAIL_S, help="uncleaned tail (default %(default)s)")
     parser.add_argument("--spark", default="local[2]", help="master of the task-count job; 'none' skips it")
     parser.add_argument("--spark-tasks", type=int, default=2000, help="Spark job: the first N tasks (0: all)")
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
@@ -370,6 +269,10 @@ def main(argv: list[str] | None = None) -> int:
     first_plan = plan_topics(FlowRules.of(flow), src, {}, flow=flow.name)
     report("XCom and logs", xcom_sizes(flow, plan, tasks, first_plan))
     report("copy task start-up scan", startup_scan(tasks, args.dirty))
+    rates = [float(r) for r in args.commit_rates.split(",") if r.strip()]
+    report(
+        "copy task start-up in steady state (settled head, uncleaned tail)", tail_scan(tasks, rates, args.tail_seconds)
+    )
     report("DAG parsing", dag_parsing(args.flows, args.clusters))
     if args.spark != "none":
         report("Spark", spark_tasks(tasks, args.spark_tasks or len(tasks), args.spark))
