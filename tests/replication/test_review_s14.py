@@ -3,21 +3,27 @@ handing over on any error once a successor's claim is visible), on real brokers.
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient
-from tests.kafka_helpers import create_topic
+from tests.kafka_helpers import create_topic, read_partition
 from tests.replication.conftest import WriteConfig
-from tests.replication.helpers import continuous_tasks
+from tests.replication.helpers import committed_count, continuous_tasks, start_feeder
 
+import mirrorflow.replication.copy_loop as copy_loop
 from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.kafka.operation_error import KafkaOperationError
 from mirrorflow.kafka.transfer import TargetWriter
+from mirrorflow.local.cluster import LocalClusters
 from mirrorflow.replication.copy_range import copy_range
 from mirrorflow.replication.copy_setup import load_progress
+from mirrorflow.replication.copy_task import CopyResult
 
 pytestmark = pytest.mark.integration
 
@@ -70,3 +76,82 @@ def test_a_run_whose_own_first_commit_landed_before_an_error_is_not_taken_for_ha
     assert isinstance(outcome, MirrorflowError), (
         f"no successor exists, yet the run ended as handed over after its own commit: {outcome!r}"
     )
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="review s14: the claim rides in the first data transaction, so a fenced run's handover depends on the "
+    "successor's first batch committing within HANDOVER_CLAIM_WAIT_S (nothing bounds it below: batch_ms is "
+    "operator-set, a 64 MB batch's flush); fix: commit the claim alone when the first fill is not done quickly, "
+    "or bound the first transaction well below the wait, or wait past transaction.timeout.ms",
+)
+@pytest.mark.timeout(300)
+def test_a_slow_first_data_transaction_of_the_successor_still_lets_the_fenced_run_hand_over(
+    kafka_clusters: LocalClusters,
+    kafka_producer: Callable[..., Producer],
+    kafka_consumer: Callable[..., Consumer],
+    source_topic: str,
+    write_config: WriteConfig,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The successor fences the running copy, then its first transaction takes longer than the fenced run waits
+    for a claim (modelled by a first `forward` that takes 6 s against a 3 s wait: large records to a slow
+    target, or an operator's `mirrorflow.copy.transaction.max.ms` of tens of seconds with a backlog). Before the
+    change the claim was its own small transaction committed before any record was read, and the fenced run
+    ended as handed over; now it raises "no newer copy of the partition committed", so Spark retries the old
+    run's task, whose retry fences the successor (and with first transactions longer than the wait, each fences
+    the other in turn)."""
+    topic = source_topic
+    (task,) = continuous_tasks(write_config, topic, 1)
+    writers: list[TargetWriter] = []
+    real_init, real_forward = TargetWriter.__init__, TargetWriter.forward
+    slowed: list[bool] = []
+
+    def init(writer: TargetWriter, *args: Any, **kwargs: Any) -> None:
+        real_init(writer, *args, **kwargs)
+        if writer.transactional:
+            writers.append(writer)
+
+    def forward(writer: TargetWriter, *args: Any, **kwargs: Any) -> Any:
+        if len(writers) > 1 and writer is writers[1] and not slowed:
+            slowed.append(True)
+            time.sleep(6)
+        return real_forward(writer, *args, **kwargs)
+
+    monkeypatch.setattr(TargetWriter, "__init__", init)
+    monkeypatch.setattr(TargetWriter, "forward", forward)
+    monkeypatch.setattr(copy_loop, "HANDOVER_CLAIM_WAIT_S", 3.0)
+    outcomes: dict[str, Any] = {}
+
+    def run(name: str, **kwargs: Any) -> None:
+        try:
+            outcomes[name] = copy_range(task, **kwargs)
+        except BaseException as err:
+            outcomes[name] = err
+
+    producing, sent, feeder = start_feeder(kafka_producer, topic, 0.005)
+    old_commits: list[CopyResult] = []
+    old = threading.Thread(target=run, args=("old",), kwargs={"on_batch": lambda r: old_commits.append(replace(r))})
+    old.start()
+    deadline = time.monotonic() + 60
+    while len(old_commits) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(old_commits) >= 3, "the first run never committed"
+    stop_new = threading.Event()
+    new = threading.Thread(target=run, args=("new",), kwargs={"stop": stop_new.is_set})
+    new.start()
+    old.join(90)
+    assert not old.is_alive(), "the old run did not end"
+    producing.clear()
+    feeder.join(60)
+    deadline = time.monotonic() + 60
+    while committed_count(kafka_clusters, f"A.{topic}", 0) < len(sent) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    stop_new.set()
+    new.join(60)
+    copied = [
+        m.value() for m in read_partition(kafka_consumer("B", {"isolation.level": "read_committed"}), f"A.{topic}")
+    ]
+    assert copied == [f"r{i}".encode() for i in sent], "every record once, in order"
+    ended = outcomes["old"]
+    assert isinstance(ended, CopyResult) and ended.handed_over, f"must end as handed over, not raise: {ended!r}"
