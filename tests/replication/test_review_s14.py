@@ -18,6 +18,7 @@ from tests.replication.helpers import committed_count, continuous_tasks, start_f
 
 import mirrorflow.replication.copy_loop as copy_loop
 from mirrorflow.core.errors import MirrorflowError
+from mirrorflow.kafka.compacted_log import LogReader, StalledReadError
 from mirrorflow.kafka.operation_error import KafkaOperationError
 from mirrorflow.kafka.transfer import TargetWriter
 from mirrorflow.local.cluster import LocalClusters
@@ -155,3 +156,64 @@ def test_a_slow_first_data_transaction_of_the_successor_still_lets_the_fenced_ru
     assert copied == [f"r{i}".encode() for i in sent], "every record once, in order"
     ended = outcomes["old"]
     assert isinstance(ended, CopyResult) and ended.handed_over, f"must end as handed over, not raise: {ended!r}"
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("outcome", ["commit", "abort"])
+def test_a_read_ahead_cut_short_by_an_open_transaction_then_a_tail_read_equals_one_full_read(
+    kafka_clusters: LocalClusters,
+    kafka_producer: Callable[..., Producer],
+    kafka_admin: Callable[..., AdminClient],
+    unique_topic: Callable[..., str],
+    outcome: str,
+) -> None:
+    """Sound (checked): the remembering reader's first read stops at an open transaction (its short wait ends
+    it, as `state_reader`'s 5 s does), records committed after that transaction are not remembered, and once the
+    transaction commits or aborts (the fence), a tail read folds to what one full read sees: the remembered
+    position never passes the last stable offset."""
+    topic = unique_topic("remember")
+    create_topic(kafka_admin("B"), topic, 2)
+    conf = {"bootstrap.servers": kafka_clusters.bootstrap("B")}
+
+    def txn(tid: str) -> Producer:
+        producer = kafka_producer("B", {"transactional.id": f"{topic}-{tid}"})
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        return producer
+
+    first = txn("one")
+    for i in range(5):
+        first.produce(topic, key=f"k{i}".encode(), value=b"v1", partition=i % 2)
+    first.commit_transaction(30)
+    held = txn("held")  # the predecessor's transaction, open across the read ahead
+    held.produce(topic, key=b"k1", value=b"held", partition=1)
+    held.produce(topic, key=b"k5", value=b"held", partition=0)
+    held.flush(30)
+    later = txn("later")  # committed behind the open one: must not be passed over
+    later.produce(topic, key=b"k2", value=b"later", partition=0)
+    later.produce(topic, key=b"k3", value=None, partition=1)
+    later.commit_transaction(30)
+    reader = LogReader("B", conf, timeout_s=30, wait_s=2, remember=True)
+    with pytest.raises(StalledReadError):
+        list(reader.read(topic))
+    if outcome == "commit":
+        held.commit_transaction(30)
+    else:
+        held.abort_transaction(30)
+    last = txn("last")
+    last.produce(topic, key=b"k0", value=b"last", partition=0)
+    last.commit_transaction(30)
+    reader.wait_s = 60
+    tail = list(reader.read(topic))
+    reader.close()
+    with LogReader("B", conf, timeout_s=30, remember=False) as fresh:
+        full = list(fresh.read(topic))
+
+    def fold(records: list[Any]) -> dict[tuple[int, bytes], bytes | None]:
+        out: dict[tuple[int, bytes], bytes | None] = {}
+        for p, _o, key, value, _ts in sorted(records, key=lambda r: (r[0], r[1])):
+            out[(p, key)] = value
+        return out
+
+    assert fold(tail) == fold(full)
+    assert (fold(full).get((0, b"k5")) == b"held") == (outcome == "commit")
