@@ -3,6 +3,7 @@ handing over on any error once a successor's claim is visible), on real brokers.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Callable
@@ -15,6 +16,7 @@ from confluent_kafka.admin import AdminClient
 from tests.kafka_helpers import create_topic, read_partition
 from tests.replication.conftest import WriteConfig
 from tests.replication.helpers import committed_count, continuous_tasks, start_feeder
+from tests.replication.test_copy_plan import ranges
 
 import mirrorflow.replication.copy_loop as copy_loop
 from mirrorflow.core.errors import MirrorflowError
@@ -22,6 +24,7 @@ from mirrorflow.kafka.compacted_log import LogReader, StalledReadError
 from mirrorflow.kafka.operation_error import KafkaOperationError
 from mirrorflow.kafka.transfer import TargetWriter
 from mirrorflow.local.cluster import LocalClusters
+from mirrorflow.replication.copy_plan import spread_quiet
 from mirrorflow.replication.copy_range import copy_range
 from mirrorflow.replication.copy_setup import load_progress
 from mirrorflow.replication.copy_task import CopyResult
@@ -217,3 +220,19 @@ def test_a_read_ahead_cut_short_by_an_open_transaction_then_a_tail_read_equals_o
 
     assert fold(tail) == fold(full)
     assert (fold(full).get((0, b"k5")) == b"held") == (outcome == "commit")
+
+
+def test_spread_quiet_places_every_range_exactly_once_within_the_cores() -> None:
+    """Sound (checked): grouping quiet ranges never drops or repeats a range, and never makes more groups than a
+    continuous copy's cores (exhaustive over small shapes)."""
+    for n in range(0, 9):
+        tasks = ranges(n)
+        for mask in range(2**n):
+            quiet = {("t", p) for p in range(n) if mask >> p & 1}
+            for slots, per_task, cores in itertools.product(range(1, 5), range(1, 4), [None, 1, 2, 3]):
+                groups = spread_quiet(tasks, quiet, slots, per_task, cores)
+                placed = sorted(t.partition for g in groups for t in g)
+                assert placed == list(range(n)), (n, quiet, slots, per_task, cores, groups)
+                assert all(groups), "no empty Spark task"
+                if cores is not None:
+                    assert len(groups) <= max(cores, 1)
