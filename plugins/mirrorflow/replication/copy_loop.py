@@ -102,6 +102,7 @@ class CopyLoop:
         self.stop: Stop | None = None
         self.idle_limit_s: float | None = None
         self.commits = 0
+        self.attempted: Progress | None = None  # the progress of the last commit tried (`_successor_claimed`)
         self.committed = result  # continuous: a copy of the result as of the last commit (`run`)
 
     def _stalled(self) -> bool:
@@ -187,12 +188,23 @@ class CopyLoop:
                     log.debug("reading the successor's claim: %s", err)
                     stored = None
                 if stored is not None and (
-                    stored.epoch > self.epoch or (stored.epoch == self.epoch and not self.commits)
+                    stored.epoch > self.epoch
+                    or (stored.epoch == self.epoch and not self.commits and not self._own(stored))
                 ):
                     return True
                 if time.monotonic() >= deadline:
                     return False
                 time.sleep(0.5)
+
+    def _own(self, stored: Progress) -> bool:
+        """Whether `stored` is this run's own commit: one whose client reported an error (a commit_transaction
+        that timed out while EndTxn went on) lands all the same, with this run's epoch before it counted a commit;
+        taken for a successor's claim, the run would end as handed over with nobody copying the partition."""
+        tried = self.attempted
+        return tried is not None and (stored.next_upstream, stored.timestamp_ms) == (
+            tried.next_upstream,
+            tried.timestamp_ms,
+        )
 
     def _run(self, on_batch: Callable[[CopyResult], None] | None) -> CopyResult:
         end = self.task.end
@@ -304,6 +316,7 @@ class CopyLoop:
             self.source_id,
             self.remote_id,
         )
+        self.attempted = progress
         commit_batch(writer, task, offset_map, progress, self.slots)
         self.committed_to = consumed_to
         self.commits += 1
