@@ -259,13 +259,14 @@ def _copy(
         )
         parts = (task, writer, reader, offset_map, result)
         loop = CopyLoop(*parts, progress=progress, identity=identity, syncs=syncs, metrics=metrics, slots=slots)
-        # A continuous exactly-once copy owes a commit of its progress (with its epoch) at once: the claim that
-        # tells the run it fenced that a successor took over (`CopyLoop.run`). It rides in the first transaction,
-        # with the records read meanwhile (within `batch_ms`, or once caught up): a claim of its own would hold
-        # the first records back one more commit at every run boundary (docs/benchmarks.md, "Where a boundary's
-        # time goes").
+        # A continuous exactly-once copy commits its progress (with its epoch) before it reads: the claim that
+        # tells the run it fenced that a successor took over (`CopyLoop.run`), and a woken zombie that it must not
+        # probe. A transaction of its own, not the first one with records: that one may take as long as a backlog's
+        # first batch (up to `batch_ms`, 64 MB to flush), and a fenced run that waited for it longer than
+        # HANDOVER_CLAIM_WAIT_S would fail, be retried by Spark and fence the successor back (review s14,
+        # tests/replication/test_handover_claims.py). It costs one commit at every run boundary.
         claim = task.exactly_once and task.end is None
-        loop.pending, loop.commit_start_first = pending or commit_start_first or claim, commit_start_first
+        loop.pending, loop.commit_start_first = pending or commit_start_first or claim, commit_start_first or claim
         loop.held_syncs, loop.seen_log_start = held_syncs, log_start
         loop.stop, loop.idle_limit_s = stops
         return loop.run(on_batch)

@@ -1,5 +1,5 @@
-"""Review of session 14 (issue 19: reading state ahead of the fence, the claim in the first data transaction,
-handing over on any error once a successor's claim is visible), on real brokers."""
+"""The handover's claims and reads, on real brokers (from the review of session 14, issue 19): state read ahead of
+the fence, the claim as its own first transaction, handing over on any error once a successor's claim is seen."""
 
 from __future__ import annotations
 
@@ -82,13 +82,6 @@ def test_a_run_whose_own_first_commit_landed_before_an_error_is_not_taken_for_ha
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review s14: the claim rides in the first data transaction, so a fenced run's handover depends on the "
-    "successor's first batch committing within HANDOVER_CLAIM_WAIT_S (nothing bounds it below: batch_ms is "
-    "operator-set, a 64 MB batch's flush); fix: commit the claim alone when the first fill is not done quickly, "
-    "or bound the first transaction well below the wait, or wait past transaction.timeout.ms",
-)
 @pytest.mark.timeout(300)
 def test_a_slow_first_data_transaction_of_the_successor_still_lets_the_fenced_run_hand_over(
     kafka_clusters: LocalClusters,
