@@ -230,3 +230,52 @@ def start_feeder(
     feeder = threading.Thread(target=produce)
     feeder.start()
     return producing, sent, feeder
+
+
+def runner(task: CopyTask, outcomes: dict[str, Any]) -> Callable[..., None]:
+    """`run(name, **kwargs)`: `copy_range(task, **kwargs)`, its result or error stored under `name`."""
+
+    def run(name: str, **kwargs: Any) -> None:
+        try:
+            outcomes[name] = copy_range(task, **kwargs)
+        except BaseException as err:
+            outcomes[name] = err
+
+    return run
+
+
+def hand_over_mid_copy(
+    run: Callable[..., None],
+    kafka_producer: Callable[..., Producer],
+    kafka_clusters: LocalClusters,
+    kafka_consumer: Callable[..., Consumer],
+    topic: str,
+) -> None:
+    """Under a steady producer, `run("old")` copies `topic` until it has committed three times, then `run("new")`
+    starts and takes over; once "old" has ended and the producer stopped, "new" runs until the target holds
+    every record, then stops. Checks that every record is on the target once, in order; the callers check how
+    each run ended (`runner`'s outcomes)."""
+    producing, sent, feeder = start_feeder(kafka_producer, topic, 0.005)
+    old_commits: list[object] = []
+    old = threading.Thread(target=run, args=("old",), kwargs={"on_batch": lambda r: old_commits.append(replace(r))})
+    old.start()
+    deadline = time.monotonic() + 60
+    while len(old_commits) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(old_commits) >= 3, "the first run never committed"
+    stop_new = threading.Event()
+    new = threading.Thread(target=run, args=("new",), kwargs={"stop": stop_new.is_set})
+    new.start()
+    old.join(90)
+    assert not old.is_alive(), "the old run did not end"
+    producing.clear()
+    feeder.join(60)
+    deadline = time.monotonic() + 60
+    while committed_count(kafka_clusters, f"A.{topic}", 0) < len(sent) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    stop_new.set()
+    new.join(60)
+    copied = [
+        m.value() for m in read_partition(kafka_consumer("B", {"isolation.level": "read_committed"}), f"A.{topic}")
+    ]
+    assert copied == [f"r{i}".encode() for i in sent], "every record once, in order"

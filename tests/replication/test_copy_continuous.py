@@ -14,7 +14,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 from tests.kafka_helpers import create_topic, read_partition
 from tests.replication.conftest import WriteConfig
-from tests.replication.helpers import committed_count, continuous_tasks, start_feeder
+from tests.replication.helpers import committed_count, continuous_tasks, hand_over_mid_copy, runner, start_feeder
 
 import mirrorflow.replication.copy_loop as copy_loop
 import mirrorflow.replication.copy_range as copy_range_module
@@ -33,18 +33,6 @@ from mirrorflow.replication.copy_task import CopyResult
 from mirrorflow.replication.metrics import Snapshot, snapshot_key
 
 pytestmark = pytest.mark.integration
-
-
-def runner(task: Any, outcomes: dict[str, CopyResult | BaseException]) -> Callable[..., None]:
-    """`run(name, **kwargs)`: `copy_range(task, **kwargs)`, its result or error stored under `name`."""
-
-    def run(name: str, **kwargs: Any) -> None:
-        try:
-            outcomes[name] = copy_range(task, **kwargs)
-        except BaseException as err:
-            outcomes[name] = err
-
-    return run
 
 
 @pytest.fixture
@@ -273,7 +261,7 @@ def test_a_handed_over_run_whose_commit_fails_with_an_unknown_broker_error_still
     successor's claim settles it: the old run ends as handed over, and every record is on the target once."""
     topic = source_topic
     (task,) = continuous_tasks(write_config, topic, 1)
-    stop_new, claimed = threading.Event(), threading.Event()
+    claimed = threading.Event()
     writers: list[TargetWriter] = []  # the copies' transactional writers, old run's first
     real_init, real_commit = TargetWriter.__init__, TargetWriter.commit
 
@@ -302,28 +290,6 @@ def test_a_handed_over_run_whose_commit_fails_with_an_unknown_broker_error_still
     monkeypatch.setattr(TargetWriter, "__init__", init)
     monkeypatch.setattr(TargetWriter, "commit", commit)
     outcomes: dict[str, CopyResult | BaseException] = {}
-    run = runner(task, outcomes)
-    producing, sent, feeder = start_feeder(kafka_producer, topic, 0.005)
-    old_commits: list[CopyResult] = []
-    old = threading.Thread(target=run, args=("old",), kwargs={"on_batch": lambda r: old_commits.append(replace(r))})
-    old.start()
-    deadline = time.monotonic() + 60
-    while len(old_commits) < 3 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    new = threading.Thread(target=run, args=("new",), kwargs={"stop": stop_new.is_set})
-    new.start()
-    old.join(90)
-    assert not old.is_alive(), "the old run did not end"
+    hand_over_mid_copy(runner(task, outcomes), kafka_producer, kafka_clusters, kafka_consumer, topic)
     ended = outcomes["old"]
     assert isinstance(ended, CopyResult) and ended.handed_over, f"must end as handed over, not raise: {ended!r}"
-    producing.clear()
-    feeder.join(60)
-    deadline = time.monotonic() + 60
-    while committed_count(kafka_clusters, f"A.{topic}", 0) < len(sent) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    stop_new.set()
-    new.join(60)
-    copied = [
-        m.value() for m in read_partition(kafka_consumer("B", {"isolation.level": "read_committed"}), f"A.{topic}")
-    ]
-    assert copied == [f"r{i}".encode() for i in sent], "every record once, in order"

@@ -4,18 +4,16 @@ the fence, the claim as its own first transaction, handing over on any error onc
 from __future__ import annotations
 
 import itertools
-import threading
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient
-from tests.kafka_helpers import create_topic, read_partition
+from tests.kafka_helpers import create_topic
 from tests.replication.conftest import WriteConfig
-from tests.replication.helpers import committed_count, continuous_tasks, start_feeder
+from tests.replication.helpers import continuous_tasks, hand_over_mid_copy, runner
 from tests.replication.test_copy_plan import ranges
 
 import mirrorflow.replication.copy_loop as copy_loop
@@ -34,7 +32,7 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture
 def source_topic(kafka_admin: Callable[..., AdminClient], unique_topic: Callable[..., str]) -> str:
-    topic = unique_topic("review14")
+    topic = unique_topic("claims")
     create_topic(kafka_admin("A"), topic, 1)
     return topic
 
@@ -93,11 +91,11 @@ def test_a_slow_first_data_transaction_of_the_successor_still_lets_the_fenced_ru
 ) -> None:
     """The successor fences the running copy, then its first transaction takes longer than the fenced run waits
     for a claim (modelled by a first `forward` that takes 6 s against a 3 s wait: large records to a slow
-    target, or an operator's `mirrorflow.copy.transaction.max.ms` of tens of seconds with a backlog). Before the
-    change the claim was its own small transaction committed before any record was read, and the fenced run
-    ended as handed over; now it raises "no newer copy of the partition committed", so Spark retries the old
-    run's task, whose retry fences the successor (and with first transactions longer than the wait, each fences
-    the other in turn)."""
+    target, or an operator's `mirrorflow.copy.transaction.max.ms` of tens of seconds with a backlog). The claim
+    is its own small transaction, committed before any record is read, so the fenced run sees it and ends as
+    handed over. With the claim riding in the first data transaction (session 14, for a while) the fenced run
+    raised "no newer copy of the partition committed": Spark retried the old run's task, whose retry fenced the
+    successor (and with first transactions longer than the wait, each fenced the other in turn)."""
     topic = source_topic
     (task,) = continuous_tasks(write_config, topic, 1)
     writers: list[TargetWriter] = []
@@ -119,37 +117,7 @@ def test_a_slow_first_data_transaction_of_the_successor_still_lets_the_fenced_ru
     monkeypatch.setattr(TargetWriter, "forward", forward)
     monkeypatch.setattr(copy_loop, "HANDOVER_CLAIM_WAIT_S", 3.0)
     outcomes: dict[str, Any] = {}
-
-    def run(name: str, **kwargs: Any) -> None:
-        try:
-            outcomes[name] = copy_range(task, **kwargs)
-        except BaseException as err:
-            outcomes[name] = err
-
-    producing, sent, feeder = start_feeder(kafka_producer, topic, 0.005)
-    old_commits: list[CopyResult] = []
-    old = threading.Thread(target=run, args=("old",), kwargs={"on_batch": lambda r: old_commits.append(replace(r))})
-    old.start()
-    deadline = time.monotonic() + 60
-    while len(old_commits) < 3 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert len(old_commits) >= 3, "the first run never committed"
-    stop_new = threading.Event()
-    new = threading.Thread(target=run, args=("new",), kwargs={"stop": stop_new.is_set})
-    new.start()
-    old.join(90)
-    assert not old.is_alive(), "the old run did not end"
-    producing.clear()
-    feeder.join(60)
-    deadline = time.monotonic() + 60
-    while committed_count(kafka_clusters, f"A.{topic}", 0) < len(sent) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    stop_new.set()
-    new.join(60)
-    copied = [
-        m.value() for m in read_partition(kafka_consumer("B", {"isolation.level": "read_committed"}), f"A.{topic}")
-    ]
-    assert copied == [f"r{i}".encode() for i in sent], "every record once, in order"
+    hand_over_mid_copy(runner(task, outcomes), kafka_producer, kafka_clusters, kafka_consumer, topic)
     ended = outcomes["old"]
     assert isinstance(ended, CopyResult) and ended.handed_over, f"must end as handed over, not raise: {ended!r}"
 
