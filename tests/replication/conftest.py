@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from tests.kafka_helpers import Topics
+from confluent_kafka.admin import AdminClient
+from tests.kafka_helpers import Topics, create_topic
 
 from mirrorflow.config.loader import load_config
 from mirrorflow.config.model import MirrorConfig
@@ -59,3 +60,11 @@ def eventually() -> Callable[..., Any]:
 @pytest.fixture
 def topics(kafka_clusters: LocalClusters) -> Topics:
     return Topics(kafka_clusters)
+
+
+@pytest.fixture
+def source_topic(kafka_admin: Callable[..., AdminClient], unique_topic: Callable[..., str]) -> str:
+    """A new one-partition topic on A, for one continuous copy."""
+    topic = unique_topic("continuous")
+    create_topic(kafka_admin("A"), topic, 1)
+    return topic

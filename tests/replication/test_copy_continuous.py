@@ -11,8 +11,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
-from confluent_kafka.admin import AdminClient
-from tests.kafka_helpers import create_topic, read_partition
+from tests.kafka_helpers import read_partition
 from tests.replication.conftest import WriteConfig
 from tests.replication.helpers import committed_count, continuous_tasks, hand_over_mid_copy, runner, start_feeder
 
@@ -33,14 +32,6 @@ from mirrorflow.replication.copy_task import CopyResult
 from mirrorflow.replication.metrics import Snapshot, snapshot_key
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def source_topic(kafka_admin: Callable[..., AdminClient], unique_topic: Callable[..., str]) -> str:
-    """A new one-partition topic on A, for one continuous copy."""
-    topic = unique_topic("continuous")
-    create_topic(kafka_admin("A"), topic, 1)
-    return topic
 
 
 @pytest.mark.timeout(300)

@@ -30,13 +30,6 @@ from mirrorflow.replication.copy_task import CopyResult
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def source_topic(kafka_admin: Callable[..., AdminClient], unique_topic: Callable[..., str]) -> str:
-    topic = unique_topic("claims")
-    create_topic(kafka_admin("A"), topic, 1)
-    return topic
-
-
 @pytest.mark.timeout(300)
 def test_a_run_whose_own_first_commit_landed_before_an_error_is_not_taken_for_handed_over(
     kafka_producer: Callable[..., Producer],
