@@ -120,13 +120,13 @@ def _copy_range(
 ) -> CopyResult:
     with ThreadPoolExecutor(max_workers=4, thread_name_prefix="copy-setup") as pool:
         # Fencing first: the progress, map and offset-syncs tail read below are final only once no older writer
-        # can commit (a zombie's syncs landing after the tail was read would be rewritten behind newer ones). The
-        # state reader's and the writer's connections are opened before it, and a continuous exactly-once copy
-        # reads its state ahead (`state_reader`): at a run boundary the fenced run stops at once, and what the
-        # new one does after the fence is the gap on the target.
+        # can commit (a zombie's syncs landing after the tail was read would be rewritten behind newer ones). A
+        # continuous exactly-once copy reads its state ahead (`state_reader`) WHILE it fences, never before: runs
+        # must fence in the order they started. Waiting for the read ahead first let a run that started later
+        # fence first when the earlier one's read waited on a killed run's open transaction; the earlier run then
+        # fenced it back and kept the partition for its whole run (tests/replication/test_handover_boundaries.py,
+        # the boundary after the SIGKILL, failed that way in a full `make test`).
         via = pool.submit(state_reader, task)
-        if task.exactly_once and task.end is None:
-            wait([via])
         try:
             writer = TargetWriter(
                 task.target,

@@ -117,7 +117,7 @@ class LoadedState(NamedTuple):
 
 
 def state_reader(task: CopyTask) -> LogReader:
-    """The reader `load_state` reads through, opened before the copy fences and connected to both state topics.
+    """The reader `load_state` reads through, opened while the copy fences and connected to both state topics.
     A continuous exactly-once copy also reads its state through it then, which the reader remembers: at a run
     boundary the run it takes over from copies on meanwhile, and the read after the fence, the one the boundary
     waits for, is only what was committed since (`LogReader`, `remember`). That first read is a head start, not
