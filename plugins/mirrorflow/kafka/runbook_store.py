@@ -9,6 +9,7 @@ topic after that, so a writer always starts from the last committed state (read-
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Mapping, Sequence
 
@@ -169,4 +170,7 @@ class TransactionalLog:
         )
 
     def close(self) -> None:
-        self._producer.flush(min(self.timeout_s, 5.0))
+        # Clean-up only: write() reports every failure. A fenced producer is in librdkafka's fatal state and its
+        # flush raises, which would replace `RunbookFenced` (the clear reason) with a raw librdkafka error.
+        with contextlib.suppress(KafkaException):
+            self._producer.flush(min(self.timeout_s, 5.0))
