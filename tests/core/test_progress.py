@@ -35,7 +35,7 @@ REMOTE_ID = "_____________________w"  # all ones but the zero UUID's neighbour: 
 
 
 def test_exact_bytes() -> None:
-    p = Progress("orders", 3, 1234, 1199, 1000, 2, 1700000000000, SOURCE_ID, REMOTE_ID, 64)
+    p = Progress("orders", 3, 1234, 1199, 1000, 2, 1700000000000, SOURCE_ID, REMOTE_ID, 64, 1699999999000)
     key, value = encode_progress(p)
     assert key.hex() == "00066f72646572730000" + "0003"
     assert value.hex() == (
@@ -49,16 +49,18 @@ def test_exact_bytes() -> None:
         + "ff" * 15
         + "ff"  # remote topic ID
         + "00000040"  # settled slots (optional: see below)
+        + "0000018bcfe56418"  # run started ms (optional, after settled slots)
     )
-    assert len(value) == 74
+    assert len(value) == 82
     assert decode_progress(key, value) == p
     assert decode_progress(key, value + b"\x01\x02") == p  # later fields of the same version: ignored
     assert decode_progress(key, value[:70]).settled_slots == 0  # a writer that did not know the field
+    assert decode_progress(key, value[:74]) == replace(p, run_started_ms=0)  # nor the run's start: not known
 
 
 def test_unknown_topic_ids_are_the_zero_uuid() -> None:
     key, value = encode_progress(Progress("orders", 0, 1, 1, 1, 0, 0))
-    assert value[-36:-4] == bytes(32)
+    assert value[-44:-12] == bytes(32)
     assert decode_progress(key, value).source_topic_id == ""
 
 
@@ -91,7 +93,7 @@ def test_records_of_the_previous_release_decode_as_not_settled_and_it_reads_ours
     assert decoded == Progress("orders", 3, 1234, 1199, 1000, 2, 1700000000000, SOURCE_ID, REMOTE_ID)
     assert decoded.settled_slots == 0
     ours = encode_progress(replace(decoded, settled_slots=8))[1]
-    assert ours[:70] == value and len(ours) == 74
+    assert ours[:70] == value and len(ours) == 82
 
 
 @pytest.mark.parametrize(

@@ -232,12 +232,13 @@ def start_feeder(
     return producing, sent, feeder
 
 
-def runner(task: CopyTask, outcomes: dict[str, Any]) -> Callable[..., None]:
-    """`run(name, **kwargs)`: `copy_range(task, **kwargs)`, its result or error stored under `name`."""
+def runner(task: CopyTask | Mapping[str, CopyTask], outcomes: dict[str, Any]) -> Callable[..., None]:
+    """`run(name, **kwargs)`: `copy_range(task, **kwargs)` (with `task[name]` when given one task per name), its
+    result or error stored under `name`."""
 
     def run(name: str, **kwargs: Any) -> None:
         try:
-            outcomes[name] = copy_range(task, **kwargs)
+            outcomes[name] = copy_range(task if isinstance(task, CopyTask) else task[name], **kwargs)
         except BaseException as err:
             outcomes[name] = err
 

@@ -3,9 +3,13 @@ never overrides what the operator configured."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from mirrorflow.core.offset_map import OffsetMap, Segment
+from mirrorflow.core.progress import Progress
 from mirrorflow.kafka.partition_reader import READER_DEFAULTS, tuned
 from mirrorflow.kafka.transfer import WRITER_DEFAULTS
+from mirrorflow.replication.copy_claims import run_order
 from mirrorflow.replication.copy_setup import prune
 
 
@@ -42,3 +46,15 @@ def test_operator_settings_win_over_the_copy_defaults() -> None:
     }
     assert tuned({}, READER_DEFAULTS) == dict(READER_DEFAULTS)
     assert "fetch.message.max.bytes" not in tuned({"fetch.message.max.bytes": "1048576"}, READER_DEFAULTS)
+
+
+def test_claims_are_ordered_by_their_runs_starts_unless_a_clock_disagrees() -> None:
+    """`copy_claims.run_order`: later start 1, earlier -1; the same run, an unknown start (0: an older release),
+    or a start in this host's future (the clocks disagree) 0, which falls back to the epoch."""
+    stored = Progress("t", 0, 10, 10, 10, 3, 0, run_started_ms=2_000)
+    assert run_order(stored, 1_000, now_ms=5_000) == 1
+    assert run_order(stored, 3_000, now_ms=5_000) == -1
+    assert run_order(stored, 2_000, now_ms=5_000) == 0
+    assert run_order(stored, 0, now_ms=5_000) == 0
+    assert run_order(replace(stored, run_started_ms=0), 1_000, now_ms=5_000) == 0
+    assert run_order(stored, 1_000, now_ms=1_500) == 0  # started "after now": a clock is wrong

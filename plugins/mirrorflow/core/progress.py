@@ -9,7 +9,7 @@ integers big-endian and signed, strings as INT16 byte length + UTF-8 (MM2's enco
   key   = source topic STRING, partition INT32        (no version: it is the compaction identity)
   value = version INT16 (= 1), next_upstream INT64, downstream_end INT64, records_copied INT64,
           epoch INT32, timestamp_ms INT64, source_topic_id UUID, remote_topic_id UUID      (70 bytes)
-          [, settled_slots INT32]                                                         (74 bytes)
+          [, settled_slots INT32 [, run_started_ms INT64]]                       (74 or 82 bytes)
 A UUID is Kafka's topic ID as 16 raw bytes (KIP-516); all zeros means "not known" (Kafka never assigns the zero
 UUID): a broker older than topic IDs, or a record written before they were recorded. The IDs tell a topic that was
 deleted and re-created under the same name (a new ID) from the one whose progress this is, whatever its length.
@@ -18,7 +18,9 @@ Version 0 (Mirrorflow before topic IDs) is the same value without the two UUIDs 
 unknown IDs; the copy's next commit writes version 1 with the topics' current IDs, which is the whole migration.
 `settled_slots` is an optional trailing field of version 1, not a new version: a release that does not know it
 reads the 70 bytes it knows and ignores the rest (so a rollback, or an older worker during an upgrade, still
-reads every progress), and a record without it reads as 0, "not settled", which is always safe.
+reads every progress), and a record without it reads as 0, "not settled", which is always safe. `run_started_ms`
+(when the run that wrote it started) follows it the same way; without it, 0: "not known", and claims are then
+ordered by the epoch alone, as before it existed.
 Readers reject other versions rather than guess at their meaning; the key and version checks are the
 offset-map record's (core/record_codec.py).
 
@@ -41,7 +43,8 @@ from mirrorflow.core.record_codec import decode_topic_key, decode_versioned_valu
 PROGRESS_FORMAT_VERSION = 1
 _INT32 = struct.Struct(">i")
 _VALUES = {0: struct.Struct(">hqqqiq"), 1: struct.Struct(">hqqqiq16s16s")}
-_SETTLED = struct.Struct(">i")  # the optional trailing field of version 1
+_SETTLED = struct.Struct(">i")  # the optional trailing fields of version 1
+_RUN_STARTED = struct.Struct(">q")
 _INT16 = struct.Struct(">h")
 _NO_ID = bytes(16)
 _URL_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
@@ -72,6 +75,8 @@ class Progress:
                     all of the partition's progress and map state lies in its head slot (`core.state_slots`):
                     a copy start that finds the topics at that count reads the head alone, not the chain below
                     it. 0 when not known (state may lie below: read the whole chain).
+    run_started_ms: when the run that wrote the record started, epoch milliseconds (`CopyTask.run_started_ms`);
+                    0 when not known. It orders the claims of overlapping continuous runs (`copy_claims`).
     """
 
     topic: str
@@ -84,6 +89,7 @@ class Progress:
     source_topic_id: str = ""
     remote_topic_id: str = ""
     settled_slots: int = 0
+    run_started_ms: int = 0
 
     def __post_init__(self) -> None:
         if not self.topic:
@@ -98,6 +104,8 @@ class Progress:
             value = getattr(self, name)
             if not 0 <= value <= _INT64_MAX:
                 raise ValueError(f"{name} {value} must be >= 0 and fit INT64")
+        if not 0 <= self.run_started_ms <= _INT64_MAX:
+            raise ValueError(f"run_started_ms {self.run_started_ms} must be >= 0 and fit INT64")
         if not _INT64_MIN <= self.timestamp_ms <= _INT64_MAX:
             raise ValueError(f"timestamp_ms {self.timestamp_ms} out of INT64 range")
         topic_id_bytes(self.source_topic_id)
@@ -134,16 +142,20 @@ def encode_progress_key(topic: str, partition: int) -> bytes:
 
 def encode_progress(progress: Progress) -> tuple[bytes, bytes]:
     """(key, value) of the progress record, in the current format version."""
-    value = _VALUES[PROGRESS_FORMAT_VERSION].pack(
-        PROGRESS_FORMAT_VERSION,
-        progress.next_upstream,
-        progress.downstream_end,
-        progress.records_copied,
-        progress.epoch,
-        progress.timestamp_ms,
-        topic_id_bytes(progress.source_topic_id),
-        topic_id_bytes(progress.remote_topic_id),
-    ) + _SETTLED.pack(progress.settled_slots)
+    value = (
+        _VALUES[PROGRESS_FORMAT_VERSION].pack(
+            PROGRESS_FORMAT_VERSION,
+            progress.next_upstream,
+            progress.downstream_end,
+            progress.records_copied,
+            progress.epoch,
+            progress.timestamp_ms,
+            topic_id_bytes(progress.source_topic_id),
+            topic_id_bytes(progress.remote_topic_id),
+        )
+        + _SETTLED.pack(progress.settled_slots)
+        + _RUN_STARTED.pack(progress.run_started_ms)
+    )
     return encode_progress_key(progress.topic, progress.partition), value
 
 
@@ -167,7 +179,12 @@ def decode_progress(key: bytes, value: bytes) -> Progress:
         settled = _SETTLED.unpack_from(value, end)[0]
         if settled < 0:
             raise _bad_record("value", value, f"settled_slots {settled} is negative")
-        return dataclasses.replace(decoded, settled_slots=settled)
+        started = 0
+        if len(value) >= end + _SETTLED.size + _RUN_STARTED.size:
+            started = _RUN_STARTED.unpack_from(value, end + _SETTLED.size)[0]
+            if started < 0:
+                raise _bad_record("value", value, f"run_started_ms {started} is negative")
+        return dataclasses.replace(decoded, settled_slots=settled, run_started_ms=started)
     return decoded
 
 

@@ -18,6 +18,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Literal
 
 from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.core.offset_map import OffsetMap
@@ -26,6 +27,7 @@ from mirrorflow.kafka.compacted_log import LogReader
 from mirrorflow.kafka.operation_error import KafkaOperationError, may_hide_fence
 from mirrorflow.kafka.partition_reader import PartitionReader
 from mirrorflow.kafka.transfer import Batch, TargetWriter
+from mirrorflow.replication.copy_claims import RetakeClaim, run_order
 from mirrorflow.replication.copy_commit import StateSlots, commit_batch
 from mirrorflow.replication.copy_setup import (
     CopyMetrics,
@@ -102,7 +104,7 @@ class CopyLoop:
         self.stop: Stop | None = None
         self.idle_limit_s: float | None = None
         self.commits = 0
-        self.attempted: Progress | None = None  # the progress of the last commit tried (`_successor_claimed`)
+        self.attempted: Progress | None = None  # the progress of the last commit tried (`_claimant`)
         self.committed = result  # continuous: a copy of the result as of the last commit (`run`)
 
     def _stalled(self) -> bool:
@@ -134,6 +136,9 @@ class CopyLoop:
         have Spark retry it, fencing the newer run, and the probe's abort bumps the producer epoch, which the
         coordinator has been seen to accept from such a zombie, fencing the newer run too (issue 17's zombie
         across regrouping, tests/spark/test_faults_zombie.py).
+
+        A claim of a run that started before this one is no successor's: the older run fenced this one late, and
+        this run takes the partition back (`RetakeClaim`, `copy_claims`).
         """
         self.committed = replace(self.result)
         try:
@@ -141,18 +146,27 @@ class CopyLoop:
         except MirrorflowError as err:
             if not (self.continuous and self.writer.transactional):
                 raise
-            if self._successor_claimed(0.0):
-                return self._handed_over(err)
-            fenced = self.writer.fenced(err)
-            if not (fenced or may_hide_fence(err)) or not self._successor_claimed(HANDOVER_CLAIM_WAIT_S):
-                if not fenced:
+            claim = self._claimant(0.0)
+            if claim is None:
+                fenced = self.writer.fenced(err)
+                if not (fenced or may_hide_fence(err)):
                     raise
-                raise MirrorflowError(
-                    f"flow {self.task.flow}: the exactly-once copy of {self.task.topic}-{self.task.partition} was "
-                    f"fenced, and no newer copy of the partition committed within {HANDOVER_CLAIM_WAIT_S:.0f} s: "
-                    "its transaction was probably open longer than transaction.timeout.ms (the target's coordinator "
-                    "aborts it). The open transaction is aborted; the task fails so that it is retried from the "
-                    f"committed progress ({err})"
+                claim = self._claimant(HANDOVER_CLAIM_WAIT_S)
+                if claim is None:
+                    if not fenced:
+                        raise
+                    raise MirrorflowError(
+                        f"flow {self.task.flow}: the exactly-once copy of {self.task.topic}-{self.task.partition} "
+                        f"was fenced, and no newer copy of the partition committed within "
+                        f"{HANDOVER_CLAIM_WAIT_S:.0f} s: its transaction was probably open longer than "
+                        "transaction.timeout.ms (the target's coordinator aborts it). The open transaction is "
+                        f"aborted; the task fails so that it is retried from the committed progress ({err})"
+                    ) from err
+            if claim == "older":
+                raise RetakeClaim(
+                    f"flow {self.task.flow}: a copy of {self.task.topic}-{self.task.partition} planned by a run that "
+                    f"started before this one claimed the partition ({err}): this run takes it back",
+                    replace(self.committed),
                 ) from err
             return self._handed_over(err)
 
@@ -171,13 +185,14 @@ class CopyLoop:
         )
         return replace(self.committed, handed_over=True)
 
-    def _successor_claimed(self, wait_s: float) -> bool:
-        """Whether a newer copy of the partition committed its claim: a progress with a newer epoch than this
-        run's, or with this run's epoch when this run never committed (both started from the same progress).
-        Waits up to `wait_s` (after a fence: the successor fences before it reads its state and commits). The
-        polls read through one remembering reader (`LogReader`), so each after the first reads only what was
-        committed since: reading the whole progress again every 0.5 s took the CPU the successor needs to start
-        copying."""
+    def _claimant(self, wait_s: float) -> Literal["newer", "older"] | None:
+        """Whose claim is on record: "newer" when a successor committed one (a progress with a newer epoch than
+        this run's, or with this run's epoch when this run never committed: both started from the same progress)
+        and its run did not start before this one; "older" for such a claim of a run that started before this
+        one (`copy_claims`); None when there is none. Waits up to `wait_s` for one (after a fence: the successor
+        fences before it reads its state and commits). The polls read through one remembering reader
+        (`LogReader`), so each after the first reads only what was committed since: reading the whole progress
+        again every 0.5 s took the CPU the successor needs to start copying."""
         deadline = time.monotonic() + wait_s
         task = self.task
         with LogReader(task.target, task.target_consumer, timeout_s=task.timeout_s, remember=True) as via:
@@ -191,9 +206,9 @@ class CopyLoop:
                     stored.epoch > self.epoch
                     or (stored.epoch == self.epoch and not self.commits and not self._own(stored))
                 ):
-                    return True
+                    return "older" if run_order(stored, task.run_started_ms) < 0 else "newer"
                 if time.monotonic() >= deadline:
-                    return False
+                    return None
                 time.sleep(0.5)
 
     def _own(self, stored: Progress) -> bool:
@@ -315,6 +330,7 @@ class CopyLoop:
             now_ms,
             self.source_id,
             self.remote_id,
+            run_started_ms=task.run_started_ms,
         )
         self.attempted = progress
         commit_batch(writer, task, offset_map, progress, self.slots)

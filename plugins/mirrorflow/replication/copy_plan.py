@@ -62,10 +62,14 @@ def plan_copy(
     identities: Mapping[str, tuple[str, str]] | None = None,
     size_limits: Mapping[str, int] | None = None,
     state_partitions: int | None = None,
+    run_started_ms: int | None = None,
 ) -> list[CopyTask]:
     """The copy tasks of one run; `interval` copies up to the source end seen now, else runs `run_seconds`.
     `identities` ({source: (its ID, remote ID)}), `size_limits` ({remote: max.message.bytes}) and
-    `state_partitions` (the fewest partitions of the state topics): looked up if None."""
+    `state_partitions` (the fewest partitions of the state topics): looked up if None. `run_started_ms`: the
+    run's start (`CopyTask.run_started_ms`), now if None: planning is the first thing a run does."""
+    if run_started_ms is None:
+        run_started_ms = int(time.time() * 1000)
     exactly_once = flow.delivery == "exactly-once"
     if identities is None:
         identities = planned_identities(flow, topics)
@@ -125,6 +129,7 @@ def plan_copy(
                     source_topic_id=identities.get(t.topic, ("", ""))[0],
                     remote_topic_id=identities.get(t.topic, ("", ""))[1],
                     state_partitions=state_partitions,
+                    run_started_ms=run_started_ms,
                 )
             )
     return tasks

@@ -38,11 +38,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import replace
 from typing import Any, TypeVar
 
+from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.core.offset_map import OffsetMap
 from mirrorflow.core.progress import Progress
 from mirrorflow.kafka.compacted_log import LogReader
@@ -50,6 +52,13 @@ from mirrorflow.kafka.offsets import partition_bounds
 from mirrorflow.kafka.partition_reader import PartitionReader
 from mirrorflow.kafka.record_size import RecordTooLarge, limit_now
 from mirrorflow.kafka.transfer import TargetWriter
+from mirrorflow.replication.copy_claims import (
+    MAX_RETAKES,
+    RetakeClaim,
+    carried,
+    claimed_by_newer_run,
+    left_to_newer_run,
+)
 from mirrorflow.replication.copy_commit import StateSlots
 from mirrorflow.replication.copy_loop import CopyLoop, Stop
 from mirrorflow.replication.copy_setup import (
@@ -60,6 +69,7 @@ from mirrorflow.replication.copy_setup import (
     load_metric_bytes,
     load_state,
     prune,
+    read_map_ahead,
     resolve_start,
     restore_map,
     settled_slots,
@@ -92,7 +102,7 @@ def copy_range(
     planned task), the copy starts again with a writer that follows it; otherwise the error gives the limits
     read now."""
     try:
-        return _copy_range(task, on_batch, stop, idle_limit_s)
+        return _retaking(task, on_batch, stop, idle_limit_s)
     except RecordTooLarge as err:
         remote_limit = limit_now(task.target_producer, task.remote_topic, task.timeout_s)
         grown = remote_limit is not None and remote_limit > (err.writer_limit or 0)
@@ -100,9 +110,40 @@ def copy_range(
             raise _explained(task, err, remote_limit) from err
         log.info("flow %s: %s's max.message.bytes is now %s: copying again", task.flow, task.remote_topic, remote_limit)
     try:
-        return _copy_range(replace(task, max_message_bytes=remote_limit), on_batch, stop, idle_limit_s)
+        return _retaking(replace(task, max_message_bytes=remote_limit), on_batch, stop, idle_limit_s)
     except RecordTooLarge as err:
         raise _explained(task, err, remote_limit) from err
+
+
+def _retaking(
+    task: CopyTask,
+    on_batch: Callable[[CopyResult], None] | None,
+    stop: Stop | None,
+    idle_limit_s: float | None,
+) -> CopyResult:
+    """`_copy_range`, started again when a run that started before this one claimed the partition
+    (`copy_claims.RetakeClaim`): this run takes it back for the rest of its run, and the result counts both
+    attempts. A range that has to take its partition back more than `MAX_RETAKES` times fails."""
+    began = time.monotonic()
+    earlier: CopyResult | None = None
+    attempt = task
+    for _ in range(MAX_RETAKES + 1):
+        try:
+            result = _copy_range(attempt, on_batch, stop, idle_limit_s)
+            return result if earlier is None else carried(earlier, result)
+        except RetakeClaim as err:
+            log.info("%s", err)
+            earlier = err.committed if earlier is None else carried(earlier, err.committed)
+            if task.run_seconds is not None:
+                left_s = task.run_seconds - (time.monotonic() - began)
+                if left_s <= 0:
+                    return earlier
+                attempt = replace(task, run_seconds=left_s)
+    raise MirrorflowError(
+        f"flow {task.flow}: the copy of {task.topic}-{task.partition} took its partition back from copies of "
+        f"earlier runs {MAX_RETAKES} times and was fenced again: something other than a run boundary fences this "
+        f"partition's producer (transactional id {task.transactional_id}); the task fails for Spark to retry"
+    )
 
 
 def _explained(task: CopyTask, err: RecordTooLarge, remote_limit: int | None) -> RecordTooLarge:
@@ -121,12 +162,20 @@ def _copy_range(
     with ThreadPoolExecutor(max_workers=4, thread_name_prefix="copy-setup") as pool:
         # Fencing first: the progress, map and offset-syncs tail read below are final only once no older writer
         # can commit (a zombie's syncs landing after the tail was read would be rewritten behind newer ones). A
-        # continuous exactly-once copy reads its state ahead (`state_reader`) WHILE it fences, never before: runs
-        # must fence in the order they started. Waiting for the read ahead first let a run that started later
-        # fence first when the earlier one's read waited on a killed run's open transaction; the earlier run then
-        # fenced it back and kept the partition for its whole run (tests/replication/test_handover_boundaries.py,
-        # the boundary after the SIGKILL, failed that way in a full `make test`).
-        via = pool.submit(state_reader, task)
+        # continuous exactly-once copy reads its progress ahead (`state_reader`) BEFORE it fences: a newer run's
+        # claim there means the partition is not this run's, and it leaves without fencing anybody
+        # (`copy_claims`). Its map is read ahead while it fences. The fences' order no longer decides who keeps
+        # the partition (the claims' run starts do), so the read ahead may delay the fence.
+        ahead = pool.submit(state_reader, task)
+        if task.exactly_once and task.end is None:
+            found_ahead = ahead.result()
+            if claimed_by_newer_run(found_ahead.progress, task):
+                found_ahead.reader.close()
+                assert found_ahead.progress is not None  # claimed_by_newer_run says so
+                return _left(task, found_ahead.progress)
+            via = pool.submit(read_map_ahead, task, found_ahead)
+        else:
+            via = pool.submit(lambda: ahead.result().reader)
         try:
             writer = TargetWriter(
                 task.target,
@@ -175,6 +224,18 @@ def _copy_range(
     return _copy(
         task, writer, (progress, stored, slots), bounds_found, synced, bytes_before, on_batch, (stop, idle_limit_s)
     )
+
+
+def _left(task: CopyTask, stored: Progress) -> CopyResult:
+    log.info(
+        "flow %s: %s-%d is copied by a run that started after this one (its claim at upstream %d): this run "
+        "leaves it to that run",
+        task.flow,
+        task.topic,
+        task.partition,
+        stored.next_upstream,
+    )
+    return left_to_newer_run(task, stored)
 
 
 def _close_reader(via: Future[LogReader]) -> None:

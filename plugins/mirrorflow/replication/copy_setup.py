@@ -20,6 +20,7 @@ from mirrorflow.replication.copy_slots import (
     load_segments,
     load_snapshot,
     load_state,
+    read_map_ahead,
     settled_slots,
     state_reader,
 )
@@ -28,7 +29,7 @@ from mirrorflow.replication.metrics import PartitionMetrics, Snapshot, snapshot_
 from mirrorflow.replication.state_records import StoredSegments
 
 # Read here by the copy; kept where they live (`copy_slots`).
-__all__ = ["load_progress", "load_segments", "load_state", "settled_slots", "state_reader"]
+__all__ = ["load_progress", "load_segments", "load_state", "read_map_ahead", "settled_slots", "state_reader"]
 
 log = logging.getLogger(__name__)
 

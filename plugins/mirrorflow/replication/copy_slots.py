@@ -39,9 +39,10 @@ from mirrorflow.replication.state_records import SlotRecord, SlottedState, Store
 
 log = logging.getLogger(__name__)
 
-PRE_READ_WAIT_S = 5.0
-"""How long a copy's read of its state before the fence waits on an open transaction (`state_reader`): one that
-a killed predecessor left open ends only with the fence, or 60 s later."""
+PRE_READ_WAIT_S = 2.0
+"""How long a copy's reads of its state ahead of the fence wait on an open transaction (`state_reader`): one that a
+killed predecessor left open ends only with the fence, or 60 s later, and the progress is read ahead BEFORE the
+fence, so this is added to a boundary after a killed run."""
 
 COUNT_WAIT_S = 10.0
 """How long a copy waits for a broker's metadata to show the state topic's planned partition count."""
@@ -116,25 +117,49 @@ class LoadedState(NamedTuple):
     map_placement: Placement
 
 
-def state_reader(task: CopyTask) -> LogReader:
-    """The reader `load_state` reads through, opened while the copy fences and connected to both state topics.
-    A continuous exactly-once copy also reads its state through it then, which the reader remembers: at a run
-    boundary the run it takes over from copies on meanwhile, and the read after the fence, the one the boundary
-    waits for, is only what was committed since (`LogReader`, `remember`). That first read is a head start, not
-    the answer: it waits `PRE_READ_WAIT_S` at most on an open transaction, and a failure is left to the read
-    after the fence."""
+class ReadAhead(NamedTuple):
+    """The state reader of a copy start and the progress it read before the fence (`state_reader`)."""
+
+    reader: LogReader
+    progress: Progress | None
+    """The progress read ahead; None when there is none or it was not read to the end (`read`)."""
+    read: bool
+
+
+def state_reader(task: CopyTask) -> ReadAhead:
+    """The reader `load_state` reads through, connected to both state topics. A continuous exactly-once copy
+    reads its progress through it before it fences: a claim of a newer run there means the partition is not this
+    run's to take (`copy_claims`); `read_map_ahead` then reads the map while the copy fences. The reader
+    remembers both: at a run boundary the run it takes over from copies on meanwhile, and the read after the
+    fence, the one the boundary waits for, is only what was committed since (`LogReader`, `remember`). These
+    reads are a head start, not the answer: they wait `PRE_READ_WAIT_S` at most on an open transaction, and a
+    failure is left to the read after the fence."""
     reader = LogReader(task.target, task.target_consumer, timeout_s=task.timeout_s, remember=True)
     reader.connect(task.progress_topic, task.offset_map_topic)
-    if task.exactly_once and task.end is None:
-        reader.wait_s = PRE_READ_WAIT_S
+    if not (task.exactly_once and task.end is None):
+        return ReadAhead(reader, None, False)
+    reader.wait_s = PRE_READ_WAIT_S
+    try:
+        progress, _ = load_progress(task, reader)
+        return ReadAhead(reader, progress, True)
+    except MirrorflowError as err:
+        log.debug("flow %s: reading %s-%s's progress before the fence: %s", task.flow, task.topic, task.partition, err)
+        return ReadAhead(reader, None, False)
+    finally:
+        reader.wait_s = OPEN_TRANSACTION_WAIT_S
+
+
+def read_map_ahead(task: CopyTask, ahead: ReadAhead) -> LogReader:
+    """The map's read ahead (see `state_reader`), while the copy fences; the reader for `load_state`."""
+    if ahead.read:
+        ahead.reader.wait_s = PRE_READ_WAIT_S
         try:
-            progress, _ = load_progress(task, reader)
-            load_segments(task, settled_slots(progress), reader)
+            load_segments(task, settled_slots(ahead.progress), ahead.reader)
         except MirrorflowError as err:
-            log.debug("flow %s: reading %s-%s's state before the fence: %s", task.flow, task.topic, task.partition, err)
+            log.debug("flow %s: reading %s-%s's map before the fence: %s", task.flow, task.topic, task.partition, err)
         finally:
-            reader.wait_s = OPEN_TRANSACTION_WAIT_S
-    return reader
+            ahead.reader.wait_s = OPEN_TRANSACTION_WAIT_S
+    return ahead.reader
 
 
 def load_state(task: CopyTask, via: LogReader | None = None) -> LoadedState:

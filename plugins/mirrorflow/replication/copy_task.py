@@ -60,6 +60,10 @@ class CopyTask:
     # The fewest partitions of the flow's state topics when the run was planned (1: unknown or one): a copy never
     # reads its slots at a smaller count (`copy_slots`), which a broker behind a growth could still answer.
     state_partitions: int = 1
+    # When the run that planned this task started (epoch ms; 0: not known, an older release): the claims of
+    # overlapping continuous runs are ordered by it, so a run that started earlier never takes a partition from
+    # a newer one, whichever fences first (`copy_claims`).
+    run_started_ms: int = 0
     source_consumer: Mapping[str, str] = field(default_factory=dict, repr=False)
     target_producer: Mapping[str, str] = field(default_factory=dict, repr=False)
     target_consumer: Mapping[str, str] = field(default_factory=dict, repr=False)
