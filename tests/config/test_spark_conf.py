@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from tests.config.test_config_validation import BASE, Errors, Load
 
-from mirrorflow.airflow.spark_sizing import submit_conf, tasks_needed, timeout_message
+from mirrorflow.airflow.spark_sizing import CopyLoad, cores_needed, submit_conf, tasks_needed, timeout_message
 from mirrorflow.config.client_config import MASK
 from mirrorflow.config.model import Flow
 from mirrorflow.spark.copy_job import in_process_conf
@@ -93,6 +93,20 @@ def test_derived_cores_are_one_per_spark_task_the_copy_runs(
     assert tasks_needed(partitions, per_task) == cores
     f = flow(load, f"mirrorflow.copy.partitions.per.task = {per_task}\n")
     assert submit_conf(f, "spark://m:7077", partitions=lambda _: partitions)["spark.cores.max"] == str(cores)
+
+
+@pytest.mark.parametrize(
+    ("partitions", "quiet", "cores"), [(100, 100, 1), (100, 0, 13), (20, 4, 3), (9, 1, 2), (1, 1, 1), (0, 0, 1)]
+)
+def test_quiet_partitions_of_a_continuous_copy_share_one_core(
+    load: Load, partitions: int, quiet: int, cores: int
+) -> None:
+    """Busy partitions take one core per `partitions.per.task` (8), all quiet ones one core together: an idle
+    flow holds one core of the cluster, as `copy_plan.spread_quiet` groups its ranges."""
+    assert cores_needed(CopyLoad(partitions, quiet), 8) == cores
+    f = flow(load, "mirrorflow.copy.partitions.per.task = 8\n")
+    conf = submit_conf(f, "spark://m:7077", partitions=lambda _: CopyLoad(partitions, quiet), quiet_after_s=300)
+    assert conf["spark.cores.max"] == str(cores)
 
 
 def test_secret_spark_settings_are_masked_in_the_flow_and_clear_only_for_spark_submit(load: Load) -> None:

@@ -12,6 +12,7 @@ from confluent_kafka.admin import AdminClient
 from tests.replication.conftest import WriteConfig
 from tests.replication.helpers import a_to_b, copy_all, create_copy_topics
 
+from mirrorflow.airflow.spark_sizing import CopyLoad, copy_partitions, submit_conf
 from mirrorflow.replication.copy_plan import SourcePartitions, plan_copy
 from mirrorflow.replication.copy_quiet import quiet_partitions
 
@@ -47,3 +48,32 @@ def test_quiet_means_empty_or_copied_long_ago(
     assert quiet_partitions(flow, tasks, quiet_after_s=0.0) == {(topic, 0), (topic, 1)}
     # With the run's real length the copy above wrote during "the last run": nothing is quiet but the empty one.
     assert quiet_partitions(flow, tasks, quiet_after_s=300) == {(topic, 1)}
+
+
+@pytest.mark.integration
+def test_an_idle_continuous_flow_asks_a_standalone_cluster_for_one_core(
+    write_config: WriteConfig,
+    kafka_admin: Callable[..., AdminClient],
+    kafka_producer: Callable[..., Producer],
+    unique_topic: Callable[..., str],
+) -> None:
+    """The copy task's `spark.cores.max` (`airflow/spark_sizing`) counts quiet partitions once, read from the
+    brokers the way the Airflow task reads them before spark-submit: an idle flow asks for one core."""
+    quiet_topic, busy_topic = unique_topic("idle"), unique_topic("busy")
+    create_copy_topics(kafka_admin, quiet_topic, 12)  # empty: quiet
+    create_copy_topics(kafka_admin, busy_topic, 10)
+    flow = a_to_b(write_config, **{"topics": f"{quiet_topic},{busy_topic}", "mirrorflow.copy.partitions.per.task": "4"})
+    assert copy_partitions(flow, quiet_after_s=300) == CopyLoad(22, 22)
+    idle = submit_conf(flow, "spark://m:7077", quiet_after_s=300)
+    assert idle["spark.cores.max"] == "1", "12 + 10 idle partitions share one Spark task"
+    producer = kafka_producer("A")
+    now_ms = int(time.time() * 1000)
+    for partition in range(10):
+        producer.produce(busy_topic, value=b"v", partition=partition, timestamp=now_ms)
+    assert producer.flush(30) == 0
+    assert copy_all(flow, busy_topic, 10) == 10  # copied now: busy during "the last run"
+    assert copy_partitions(flow, quiet_after_s=300) == CopyLoad(22, 12)
+    busy = submit_conf(flow, "spark://m:7077", quiet_after_s=300)
+    assert busy["spark.cores.max"] == "4", "10 busy partitions at 4 a task, and one task for the 12 quiet ones"
+    interval = submit_conf(flow, "spark://m:7077")
+    assert interval["spark.cores.max"] == "6", "an interval copy spreads every partition (22 at 4 a task)"

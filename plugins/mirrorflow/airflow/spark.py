@@ -180,6 +180,7 @@ class MirrorflowCopyOperator(SparkSubmitOperator):
         self.binary = kwargs.get("spark_binary") or "spark-submit"
         self.deploy_mode_argument: str | None = kwargs.get("deploy_mode")
         self.copy_mode = copy_mode
+        self.run_seconds = run_seconds
 
     def execute(self, context: Any) -> dict[str, Any] | None:  # type: ignore[override]  # the totals go to XCom
         from airflow.sdk.exceptions import AirflowTaskTimeout
@@ -223,7 +224,8 @@ class MirrorflowCopyOperator(SparkSubmitOperator):
                     f"from the Airflow connection {SPARK_CONN_ID} (or the operator's deploy_mode)"
                 )
             flow = find_flow(self.config_path, self.flow_name, self.clusters)
-            self.conf = {**(base_ship[1] or {}), **submit_conf(flow, master)}
+            quiet_after = float(self.run_seconds) if self.copy_mode == "continuous" else None
+            self.conf = {**(base_ship[1] or {}), **submit_conf(flow, master, quiet_after_s=quiet_after)}
             summary_file = Path(tmp) / "summary.json" if driver_is_here(master) else None
             summary_key = None if summary_file else f"{self.flow_name}/{uuid.uuid4().hex}"
             self.application_args = [*base_args, "--master", master]

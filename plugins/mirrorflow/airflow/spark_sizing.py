@@ -4,7 +4,9 @@ On a standalone master an application without `spark.cores.max` takes every free
 first in, first out: with two flows, the first copy would hold the whole cluster for its run and the second
 would wait. So the copy task always caps its cores there. Its default is what the copy can use: one core per
 Spark task, and the copy runs ceil(copyable partitions / `mirrorflow.copy.partitions.per.task`) tasks
-(`copy_plan.spread`), at least one. Partitions are known only at run time (topics come and grow), so the
+(`copy_plan.spread`), at least one; a continuous copy puts its quiet partitions (nothing produced or copied
+during the last run, `copy_quiet`) in one task and counts only the busy ones per task, so an idle flow holds
+one core of the cluster for its run. Partitions are known only at run time (topics come and grow), so the
 count is read when the task runs, from the clusters' metadata (the discovery the job itself repeats).
 
 What spark-submit gets, lowest precedence first (docs/airflow.md, "Spark sizing"):
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import NamedTuple
 
 from mirrorflow.config.keys import is_secret_key
 from mirrorflow.config.model import Flow
@@ -40,23 +43,57 @@ def tasks_needed(partitions: int, per_task: int) -> int:
     return max(1, -(-partitions // max(per_task, 1)))
 
 
-def copy_partitions(flow: Flow) -> int:
-    """The source partitions the copy would copy now: replicated topics whose remote topic exists."""
+class CopyLoad(NamedTuple):
+    """The partitions a copy would copy now, and how many of them are quiet (`copy_quiet`: continuous only)."""
+
+    partitions: int
+    quiet: int = 0
+
+
+class _Copied(NamedTuple):
+    topic: str
+    partition: int
+    remote_topic: str
+
+
+def cores_needed(load: CopyLoad, per_task: int) -> int:
+    """One core per Spark task the copy runs: busy partitions `per_task` to a task, and every quiet partition
+    in one task of its own (`copy_plan.spread_quiet`), so an idle flow holds one core."""
+    if not load.quiet:
+        return tasks_needed(load.partitions, per_task)
+    busy = load.partitions - load.quiet
+    return (tasks_needed(busy, per_task) if busy > 0 else 0) + 1
+
+
+def copy_partitions(flow: Flow, quiet_after_s: float | None = None) -> CopyLoad:
+    """The source partitions the copy would copy now (replicated topics whose remote topic exists), and with
+    `quiet_after_s` (a continuous run's length) how many of them are quiet. The copy job looks again when it
+    groups its ranges: a partition that woke up since shares the cores counted here."""
     from mirrorflow.airflow.connections import with_connections
     from mirrorflow.replication.copy_plan import copyable
+    from mirrorflow.replication.copy_quiet import quiet_partitions
     from mirrorflow.replication.discovery import discover
     from mirrorflow.replication.flow_clients import FlowClients
 
     flow = with_connections(flow)
     with FlowClients(flow) as clients:
-        return sum(source.partitions for source in copyable(discover(flow, clients)))
+        sources = copyable(discover(flow, clients))
+    copied = [_Copied(s.topic, p, s.remote_topic) for s in sources for p in range(s.partitions)]
+    quiet = quiet_partitions(flow, copied, quiet_after_s) if quiet_after_s is not None and copied else set()
+    return CopyLoad(len(copied), len(quiet))
 
 
-def submit_conf(flow: Flow, master: str, partitions: Callable[[Flow], int] | None = None) -> dict[str, str]:
+def submit_conf(
+    flow: Flow,
+    master: str,
+    partitions: Callable[[Flow], int | CopyLoad] | None = None,
+    *,
+    quiet_after_s: float | None = None,
+) -> dict[str, str]:
     """The `--conf` settings of the flow's copy on `master` (steps 2-4 of the module's precedence).
 
-    `partitions` (default `copy_partitions`) is called only when the cores must be derived (a standalone
-    master, no explicit key)."""
+    `partitions` (default `copy_partitions`, with `quiet_after_s` for a continuous copy) is called only when
+    the cores must be derived (a standalone master, no explicit key)."""
     conf = flow.spark_submit_conf()
     hide_secrets(conf)
     if flow.spark_executor_memory:
@@ -66,7 +103,8 @@ def submit_conf(flow: Flow, master: str, partitions: Callable[[Flow], int] | Non
     if master.strip().startswith("local"):
         conf.setdefault("spark.ui.enabled", "false")  # nobody reads a local run's UI (copy_job.in_process_conf)
     if is_standalone(master):
-        conf["spark.cores.max"] = str(standalone_cores(flow, partitions))
+        count = partitions or (lambda f: copy_partitions(f, quiet_after_s))
+        conf["spark.cores.max"] = str(standalone_cores(flow, count))
         conf.update(cluster_conf())
     elif flow.spark_total_executor_cores is not None and not master.strip().startswith("local"):
         log.warning(
@@ -90,19 +128,22 @@ def hide_secrets(conf: dict[str, str]) -> None:
             mask_secret(value, key)
 
 
-def standalone_cores(flow: Flow, partitions: Callable[[Flow], int] | None = None) -> int:
-    """`spark.cores.max` of the flow's copy: the explicit key, or one core per Spark task the copy needs."""
+def standalone_cores(flow: Flow, partitions: Callable[[Flow], int | CopyLoad] | None = None) -> int:
+    """`spark.cores.max` of the flow's copy: the explicit key, or one core per Spark task the copy needs
+    (`cores_needed`)."""
     if flow.spark_total_executor_cores is not None:
         log.info("flow %s: spark.cores.max = %d (%s)", flow.name, flow.spark_total_executor_cores, TOTAL_CORES_KEY)
         return flow.spark_total_executor_cores
-    count = (partitions or copy_partitions)(flow)
-    cores = tasks_needed(count, flow.copy_partitions_per_task)
+    found = (partitions or copy_partitions)(flow)
+    load = found if isinstance(found, CopyLoad) else CopyLoad(found)
+    cores = cores_needed(load, flow.copy_partitions_per_task)
     log.info(
-        "flow %s: spark.cores.max = %d (%d copyable partitions, mirrorflow.copy.partitions.per.task = %d; "
-        "set %s to choose)",
+        "flow %s: spark.cores.max = %d (%d copyable partitions, %d of them quiet and sharing one core, "
+        "mirrorflow.copy.partitions.per.task = %d; set %s to choose)",
         flow.name,
         cores,
-        count,
+        load.partitions,
+        load.quiet,
         flow.copy_partitions_per_task,
         TOTAL_CORES_KEY,
     )

@@ -68,8 +68,7 @@ def plan_copy(
     `identities` ({source: (its ID, remote ID)}), `size_limits` ({remote: max.message.bytes}) and
     `state_partitions` (the fewest partitions of the state topics): looked up if None. `run_started_ms`: the
     run's start (`CopyTask.run_started_ms`), now if None: planning is the first thing a run does."""
-    if run_started_ms is None:
-        run_started_ms = int(time.time() * 1000)
+    started_ms = int(time.time() * 1000) if run_started_ms is None else run_started_ms
     exactly_once = flow.delivery == "exactly-once"
     if identities is None:
         identities = planned_identities(flow, topics)
@@ -129,7 +128,7 @@ def plan_copy(
                     source_topic_id=identities.get(t.topic, ("", ""))[0],
                     remote_topic_id=identities.get(t.topic, ("", ""))[1],
                     state_partitions=state_partitions,
-                    run_started_ms=run_started_ms,
+                    run_started_ms=started_ms,
                 )
             )
     return tasks

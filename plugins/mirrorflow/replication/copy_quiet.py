@@ -28,20 +28,34 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
+from typing import Protocol
 
 from mirrorflow.config.model import Flow
 from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.kafka.clients import admin_client
 from mirrorflow.kafka.offsets import newest_timestamps
-from mirrorflow.replication.copy_task import CopyTask
 
 log = logging.getLogger(__name__)
 
 Partition = tuple[str, int]
 
 
+class CopiedPartition(Protocol):
+    """What the lookup needs of a range: a `CopyTask`, or the Airflow task's sizing before the copy is planned."""
+
+    @property
+    def topic(self) -> str: ...
+
+    @property
+    def partition(self) -> int: ...
+
+    @property
+    def remote_topic(self) -> str: ...
+
+
 def classify(
-    tasks: list[CopyTask],
+    tasks: Sequence[CopiedPartition],
     source_newest: dict[Partition, int],
     remote_newest: dict[Partition, int],
     cutoff_ms: int,
@@ -59,7 +73,7 @@ def classify(
     return quiet
 
 
-def quiet_partitions(flow: Flow, tasks: list[CopyTask], quiet_after_s: float) -> set[Partition]:
+def quiet_partitions(flow: Flow, tasks: Sequence[CopiedPartition], quiet_after_s: float) -> set[Partition]:
     """The partitions of `tasks` with nothing copied or to copy in the last `quiet_after_s` (the run's length).
     A failed lookup (a broker older than Kafka 3.0, a refused Describe) is logged and makes every range busy."""
     timeout_s = flow.admin_timeout_ms / 1000
