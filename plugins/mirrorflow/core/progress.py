@@ -76,7 +76,8 @@ class Progress:
                     a copy start that finds the topics at that count reads the head alone, not the chain below
                     it. 0 when not known (state may lie below: read the whole chain).
     run_started_ms: when the run that wrote the record started, epoch milliseconds (`CopyTask.run_started_ms`);
-                    0 when not known. It orders the claims of overlapping continuous runs (`copy_claims`).
+                    0 when not known, and for an interval copy's record (the failover drain's). It orders the
+                    claims of overlapping continuous runs (`copy_claims`).
     """
 
     topic: str

@@ -15,8 +15,10 @@ ended (tests/replication/test_handover_run_order.py). So every claim records whe
 - a run whose commit failed and that finds the claim of a run that started before its own (the race the check
   before the fence cannot see: the older run read before the newer one claimed) takes the partition back: the
   range starts again (`RetakeClaim`), fencing the older run, which then finds the newer claim and hands over;
-- equal starts (a retry of the same run's task) and unknown ones (0: a release before this field) compare by
-  epoch alone, as before.
+- equal starts (a retry of the same run's task) and unknown ones (0: a release before this field, `mirrorflow
+  reset`, and every interval copy) compare by epoch alone, as before. An interval copy (the failover drain, which
+  a continuous run planned after it may meet) records no start: a continuous run it fences hands over to it, where
+  a retake would fence the drain back and fail its attempt (review s15).
 The runs' starts come from the planning hosts' clocks; two runs of a flow start `run.seconds -
 handover.seconds` apart (minutes), so only a clock error of that size could order them wrongly, and a claim
 that started after this host's "now" is ordered by epoch alone (a host whose clock is far behind must not leave

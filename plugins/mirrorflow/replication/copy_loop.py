@@ -330,7 +330,9 @@ class CopyLoop:
             now_ms,
             self.source_id,
             self.remote_id,
-            run_started_ms=task.run_started_ms,
+            # Claims order continuous runs only: an interval copy (the failover drain) records no start, so a
+            # continuous run it fences hands over rather than fence it back (`copy_claims`).
+            run_started_ms=task.run_started_ms if self.continuous else 0,
         )
         self.attempted = progress
         commit_batch(writer, task, offset_map, progress, self.slots)

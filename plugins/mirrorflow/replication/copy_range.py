@@ -134,6 +134,10 @@ def _retaking(
         except RetakeClaim as err:
             log.info("%s", err)
             earlier = err.committed if earlier is None else carried(earlier, err.committed)
+            if stop is not None and stop():
+                # The range is ending (a sibling failed): a retake would fence the older run and end before its
+                # claim, and the older run, fenced with no newer claim on record, would fail too.
+                return earlier
             if task.run_seconds is not None:
                 left_s = task.run_seconds - (time.monotonic() - began)
                 if left_s <= 0:
