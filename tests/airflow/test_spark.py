@@ -10,6 +10,7 @@ import json
 import os
 import sys
 from collections.abc import Callable
+from datetime import UTC
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -208,3 +209,19 @@ def test_the_copy_tasks_spark_submit_points_the_driver_at_the_quiet_log4j2_file(
     monkeypatch.setenv("MIRRORFLOW_SPARK_LOG_LEVEL", "chatty")
     with pytest.raises(AirflowFailException, match="MIRRORFLOW_SPARK_LOG_LEVEL='CHATTY' is not a log4j level"):
         operator(config, tmp_path).execute({})  # a typo is an error, not silently the default
+
+
+def test_the_copy_job_is_told_when_the_dag_run_started(
+    config: Path, tmp_path: Path, fake_spark: Callable[[], dict[str, Any]]
+) -> None:
+    """Overlapping continuous runs are ordered by their start (`copy_claims`): the DAG run's, the same for every
+    try, so an Airflow retry of an older run's copy never counts as newer than the run after it."""
+    from datetime import datetime
+
+    started = datetime(2026, 11, 28, 3, 0, 0, tzinfo=UTC)
+    run = SimpleNamespace(start_date=started)
+    operator(config, tmp_path).execute({"dag_run": run, "ti": SimpleNamespace(try_number=1)})
+    argv = fake_spark()["argv"]
+    assert argv[argv.index("--run-started-ms") + 1] == str(int(started.timestamp() * 1000))
+    operator(config, tmp_path).execute({})
+    assert "--run-started-ms" not in fake_spark()["argv"], "without a DAG run the job takes its own start"

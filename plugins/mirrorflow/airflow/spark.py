@@ -142,6 +142,17 @@ def local_env(bin_dir: Path | None = None) -> dict[str, str]:
     }
 
 
+def run_started_args(context: Any) -> list[str]:
+    """`--run-started-ms` of the DAG run's start (the scheduler's clock, one for every try of the task): overlapping
+    continuous runs are ordered by it (`copy_claims`), so an Airflow retry of an older run's copy stays older than
+    the run that started after it. None without a DAG run (the job then takes its own start)."""
+    dag_run = context.get("dag_run") if hasattr(context, "get") else None
+    started = getattr(dag_run, "start_date", None)
+    if started is None:
+        return []
+    return ["--run-started-ms", str(int(started.timestamp() * 1000))]
+
+
 class MirrorflowCopyOperator(SparkSubmitOperator):
     """SparkSubmitOperator for one flow's copy; returns the job's totals (no per-partition lines) to XCom."""
 
@@ -228,7 +239,7 @@ class MirrorflowCopyOperator(SparkSubmitOperator):
             self.conf = {**(base_ship[1] or {}), **submit_conf(flow, master, quiet_after_s=quiet_after)}
             summary_file = Path(tmp) / "summary.json" if driver_is_here(master) else None
             summary_key = None if summary_file else f"{self.flow_name}/{uuid.uuid4().hex}"
-            self.application_args = [*base_args, "--master", master]
+            self.application_args = [*base_args, "--master", master, *run_started_args(context)]
             if summary_file is not None:
                 self.application_args += ["--summary-file", str(summary_file)]
             else:  # the driver may run in the cluster: its totals come back through the target cluster

@@ -163,6 +163,8 @@ class CopyLoop:
                         f"aborted; the task fails so that it is retried from the committed progress ({err})"
                     ) from err
             if claim == "older":
+                if self.syncs is not None:  # the retake rewrites them after its fence; late ones would land behind
+                    self.syncs.discard()
                 raise RetakeClaim(
                     f"flow {self.task.flow}: a copy of {self.task.topic}-{self.task.partition} planned by a run that "
                     f"started before this one claimed the partition ({err}): this run takes it back",

@@ -197,12 +197,15 @@ def copy_flow(
     run_seconds: float | None = None,
     plan: FlowPlan | None = None,
     on_progress: OnProgress | None = None,
+    run_started_ms: int | None = None,
 ) -> dict[str, object]:
-    """One copy run of a flow: discover (unless given the plan), copy every partition on Spark, summarise."""
+    """One copy run of a flow: discover (unless given the plan), copy every partition on Spark, summarise.
+    `run_started_ms` orders overlapping continuous runs (`copy_claims`): the DAG run's start when Airflow runs the
+    copy, so a retry of an older run's task never counts as the newest run; now if None."""
     if plan is None:
         with FlowClients(flow) as clients:
             plan = discover(flow, clients)
-    tasks = plan_copy(flow, copyable(plan), interval=interval, run_seconds=run_seconds)
+    tasks = plan_copy(flow, copyable(plan), interval=interval, run_seconds=run_seconds, run_started_ms=run_started_ms)
     runtimes: list[Runtime] = []
     groups, quiet = spread_over_cores(flow, tasks, spark, interval=interval)
     results = run_copy_groups(spark, groups, on_progress=on_progress, runtimes=runtimes)
@@ -295,6 +298,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--summary-file", default=None, help="also write the JSON summary here")
     parser.add_argument("--summary-key", default=None, help="also write the totals to the metrics topic, this key")
     parser.add_argument("--master", default=None, help="Spark master (default: the flow's mirrorflow.spark.master)")
+    parser.add_argument(
+        "--run-started-ms", type=int, default=None, help="when the run started (the DAG run's start; default: now)"
+    )
     args = parser.parse_args(argv)
     try:
         flow = load_config(args.config, split_cluster_args(args.clusters) or None).flow(args.flow)
@@ -306,7 +312,9 @@ def main(argv: list[str] | None = None) -> int:
             args.master or flow.spark_master, f"mirrorflow-copy {flow.name}", flow.spark_submit_conf()
         )
         try:
-            summary = copy_flow(flow, spark, interval=mode == "interval", run_seconds=run_seconds)
+            summary = copy_flow(
+                flow, spark, interval=mode == "interval", run_seconds=run_seconds, run_started_ms=args.run_started_ms
+            )
         finally:
             spark.stop()
     except MirrorflowError as err:
