@@ -195,12 +195,16 @@ def _scan(tasks: list[CopyTask], dirty_versions: int, slots: int, settled: bool 
 
 
 def tail_scan(
-    tasks: list[CopyTask], rates: list[float], tail_s: float = TAIL_S, snapshot_s: float = SNAPSHOT_INTERVAL_S
+    tasks: list[CopyTask],
+    rates: list[float],
+    tail_s: float = TAIL_S,
+    snapshot_s: float = SNAPSHOT_INTERVAL_S,
+    markers_s: float = MARKERS_KEPT_S,
 ) -> dict[str, Any]:
     """One range's settled start in steady state, at each commit rate (commits a second per partition, every
     partition of the flow alike) beside rate 0 (the live state only), measured on a range whose head slot holds
     the median number of the flow's partitions; only that slot is built. A busy partition writes a metrics snapshot
-    every `snapshot_s`."""
+    every `snapshot_s`; the cleaner keeps commit markers `markers_s` (`delete.retention.ms`)."""
     slots = sized_state_partitions(len(tasks))
     heads = [head_slot(t.topic, t.partition, slots) for t in tasks]
     sizes = Counter(heads)
@@ -213,7 +217,7 @@ def tail_scan(
             f"{len(tasks) / slots:.1f} / {median} / {max(sizes.values())}"
         ),
         "uncleaned tail s (min.compaction.lag.ms + segment.ms)": tail_s,
-        "commit markers kept after cleaning, s (delete.retention.ms)": MARKERS_KEPT_S,
+        "commit markers kept after cleaning, s (delete.retention.ms)": markers_s,
         "metrics snapshot interval s (a busy partition)": snapshot_s,
     }
     for rate in [0.0, *rates]:
@@ -222,7 +226,7 @@ def tail_scan(
         topics.own_batches.update({mates[0].progress_topic, mates[0].offset_map_topic, str(mates[0].metrics_topic)})
         snapshots = max(1, round(min(rate, 1 / snapshot_s) * tail_s))
         for t in mates:
-            _seed(topics, t, commits, commits if rate else 0, round(rate * (tail_s + MARKERS_KEPT_S)), snapshots)
+            _seed(topics, t, commits, commits if rate else 0, round(rate * (tail_s + markers_s)), snapshots)
         m = _measure(topics, mates[0], 1 if rate >= 10 else 3)
         label = f"c = {rate:g}/s" if rate else "c = 0 (live state only, baseline)"
         found[f"{label}: progress / map / metrics records read"] = " / ".join(
