@@ -259,9 +259,9 @@ def _ours_to_set(entry: ConfigValue | None, key: str, value: str) -> bool:
     previous release's default (`PREVIOUS_STATE_TOPIC_CONFIGS`); never a value the topic set itself otherwise."""
     if entry is None:
         return True
-    if entry.source != "DYNAMIC_TOPIC_CONFIG":
-        return entry.value != value
-    return entry.value in PREVIOUS_STATE_TOPIC_CONFIGS.get(key, frozenset())
+    if entry.value == value:
+        return False
+    return entry.source != "DYNAMIC_TOPIC_CONFIG" or entry.value in PREVIOUS_STATE_TOPIC_CONFIGS.get(key, frozenset())
 
 
 def _grow(
