@@ -18,9 +18,10 @@ Variants (`--variants`, any subset):
 * `unthinned`: the product's settings, map unthinned.
 * `thinned`: the product's settings, `offset_runs.DEFAULT_EXACT_RUNS` set to `THINNING_WINDOW` in its process
   before any `OffsetMap` is built (read at construction; the measurement reports the restored map's window).
-Accelerated time: the product's segment.ms is 10 minutes, so a run of minutes would never roll a segment (the
-cleaner never cleans a partition's active segment), and its min.compaction.lag.ms (15 min) keeps any record younger
-than that from cleaning. `--segment-ms` (default 15,000) sets the factor (15,000 / 600,000 = 1/40): segment.ms,
+Accelerated time: the product's segment.ms is 2 minutes (10 until session 15), so a run of minutes would roll few
+segments (the cleaner never cleans a partition's active segment), and its min.compaction.lag.ms (5 min; 15 until
+session 15) keeps any record younger than that from cleaning. `--segment-ms` (default the product's / 40: 3,000;
+15,000 of 600,000 until session 15) sets the factor (1/40): segment.ms,
 min.compaction.lag.ms and delete.retention.ms are all scaled by it (`map_growth_state.accelerated`; printed) at
 topic level on the state topics of the two variants with the product's settings; segment.bytes (16 MiB) and
 min.cleanable.dirty.ratio (0.1) stay the product's. A segment rolls only when a record is appended after
@@ -86,7 +87,7 @@ from mirrorflow.replication.copy_setup import restore_map
 from mirrorflow.replication.copy_slots import load_state
 from mirrorflow.replication.copy_task import CopyResult, CopyTask
 from mirrorflow.replication.flow_clients import FlowClients
-from mirrorflow.replication.internal_topics import create_internal_topics
+from mirrorflow.replication.internal_topics import STATE_TOPIC_CONFIGS, create_internal_topics
 from report import text_table
 
 CHECKPOINTS = (1_000, 5_000, 10_000, 20_000)
@@ -342,7 +343,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="bench_map_growth", description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--checkpoints", default=",".join(map(str, CHECKPOINTS)), help="transactions, comma-separated")
     parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated, of: %(default)s")
-    parser.add_argument("--segment-ms", type=int, default=15_000, help="segment.ms of the product variants")
+    parser.add_argument(
+        "--segment-ms",
+        type=int,
+        default=int(STATE_TOPIC_CONFIGS["segment.ms"]) // 40,
+        help="segment.ms of the product variants; the factor of all its times (default %(default)s: 1/40)",
+    )
     parser.add_argument("--txn-records", type=int, default=1, help="records per transaction (default %(default)s)")
     parser.add_argument("--repeat", type=int, default=3, help="start-ups timed per checkpoint (median)")
     parser.add_argument("--one-at-a-time", action="store_true", help="copy the variants in turn, not at once")

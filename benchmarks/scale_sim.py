@@ -53,7 +53,15 @@ from mirrorflow.replication.flow_rules import FlowRules  # noqa: E402
 from mirrorflow.replication.topic_sync import CreatedTopic, TopicSyncReport  # noqa: E402
 
 sys.path.insert(0, str(REPO / "benchmarks"))  # its sibling, also when a test loads this file by path
-from scale_state import PATCHED, TAIL_S, startup_scan, tail_scan, timed  # noqa: E402
+from scale_state import (  # noqa: E402
+    MARKERS_KEPT_S,
+    PATCHED,
+    SNAPSHOT_INTERVAL_S,
+    TAIL_S,
+    startup_scan,
+    tail_scan,
+    timed,
+)
 
 __all__ = ["PATCHED", "startup_scan", "tail_scan", "timed"]
 
@@ -246,6 +254,18 @@ def main(argv: list[str] | None = None) -> int:
         "(default %(default)s; 1/s is a loaded partition); the live state alone is always measured beside them",
     )
     parser.add_argument("--tail-seconds", type=float, default=TAIL_S, help="uncleaned tail (default %(default)s)")
+    parser.add_argument(
+        "--snapshot-seconds",
+        type=float,
+        default=SNAPSHOT_INTERVAL_S,
+        help="metrics snapshot interval of a busy partition (default %(default)s)",
+    )
+    parser.add_argument(
+        "--markers-seconds",
+        type=float,
+        default=MARKERS_KEPT_S,
+        help="how long the cleaner keeps commit markers, delete.retention.ms (default %(default)s)",
+    )
     parser.add_argument("--spark", default="local[2]", help="master of the task-count job; 'none' skips it")
     parser.add_argument("--spark-tasks", type=int, default=2000, help="Spark job: the first N tasks (0: all)")
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
@@ -271,7 +291,8 @@ def main(argv: list[str] | None = None) -> int:
     report("copy task start-up scan", startup_scan(tasks, args.dirty))
     rates = [float(r) for r in args.commit_rates.split(",") if r.strip()]
     report(
-        "copy task start-up in steady state (settled head, uncleaned tail)", tail_scan(tasks, rates, args.tail_seconds)
+        "copy task start-up in steady state (settled head, uncleaned tail)",
+        tail_scan(tasks, rates, args.tail_seconds, args.snapshot_seconds, args.markers_seconds),
     )
     report("DAG parsing", dag_parsing(args.flows, args.clusters))
     if args.spark != "none":

@@ -6,12 +6,14 @@ Two models, each with its baseline measured in the same run:
   today's slots (a range reads its own head slot, settled; and the chain of slots below it, not settled), each
   progress key written `--dirty` times;
 * `tail_scan`: today's settled head-slot read in steady state. The log cleaner cannot compact a record younger
-  than `min.compaction.lag.ms` (15 min), nor anything in the active segment (rolled after `segment.ms`, 10 min),
-  so a start reads every record written to its slot in the last ~25 minutes: at c exactly-once commits a second
-  per partition, c x 1,500 progress records and as many map runs for each partition sharing the slot, each its
-  own record batch with a commit marker, and a metrics snapshot a second at most (`PUBLISH_INTERVAL_S`; written
-  outside transactions). Behind that tail the cleaner keeps every commit marker for
-  `delete.retention.ms` (1 h): bytes a reader fetches and is handed no record for. Rate 0 (the live state only,
+  than `min.compaction.lag.ms` (5 min), nor anything in the active segment (rolled after `segment.ms`, 2 min),
+  so a start reads every record written to its slot in the last ~7 minutes: at c exactly-once commits a second
+  per partition, c x 420 progress records and as many map runs for each partition sharing the slot, each its
+  own record batch with a commit marker, and a metrics snapshot every 10 s at most (`SNAPSHOT_INTERVAL_S`;
+  written outside transactions). Until session 15: 25 minutes (c x 1,500) and a snapshot a second; both are
+  options (`--tail-seconds`, `--snapshot-seconds`), so that both can be measured by the same code. Behind that
+  tail the cleaner keeps every commit marker for `delete.retention.ms` (1 h): bytes a reader fetches and is
+  handed no record for. Rate 0 (the live state only,
   what the `startup_scan` slots figure reads) is the baseline.
 Bytes count the wire: key, value, `RECORD_OVERHEAD` per record, `BATCH_OVERHEAD` per batch, `MARKER_BYTES` per
 commit marker. Not modelled: the unthinned map's live runs older than the tail (one per transaction within the
@@ -30,7 +32,7 @@ from mirrorflow.core.offset_map import Segment, encode_segment
 from mirrorflow.core.progress import Progress, encode_progress
 from mirrorflow.core.state_slots import head_slot, sized_state_partitions
 from mirrorflow.replication import copy_setup, copy_slots
-from mirrorflow.replication.copy_loop import PUBLISH_INTERVAL_S
+from mirrorflow.replication.copy_loop import SNAPSHOT_INTERVAL_S
 from mirrorflow.replication.copy_task import CopyTask
 from mirrorflow.replication.internal_topics import STATE_TOPIC_CONFIGS
 from mirrorflow.replication.metrics import PartitionMetrics, snapshot_key
@@ -192,10 +194,17 @@ def _scan(tasks: list[CopyTask], dirty_versions: int, slots: int, settled: bool 
     return found
 
 
-def tail_scan(tasks: list[CopyTask], rates: list[float], tail_s: float = TAIL_S) -> dict[str, Any]:
+def tail_scan(
+    tasks: list[CopyTask],
+    rates: list[float],
+    tail_s: float = TAIL_S,
+    snapshot_s: float = SNAPSHOT_INTERVAL_S,
+    markers_s: float = MARKERS_KEPT_S,
+) -> dict[str, Any]:
     """One range's settled start in steady state, at each commit rate (commits a second per partition, every
     partition of the flow alike) beside rate 0 (the live state only), measured on a range whose head slot holds
-    the median number of the flow's partitions; only that slot is built."""
+    the median number of the flow's partitions; only that slot is built. A busy partition writes a metrics snapshot
+    every `snapshot_s`; the cleaner keeps commit markers `markers_s` (`delete.retention.ms`)."""
     slots = sized_state_partitions(len(tasks))
     heads = [head_slot(t.topic, t.partition, slots) for t in tasks]
     sizes = Counter(heads)
@@ -208,15 +217,16 @@ def tail_scan(tasks: list[CopyTask], rates: list[float], tail_s: float = TAIL_S)
             f"{len(tasks) / slots:.1f} / {median} / {max(sizes.values())}"
         ),
         "uncleaned tail s (min.compaction.lag.ms + segment.ms)": tail_s,
-        "commit markers kept after cleaning, s (delete.retention.ms)": MARKERS_KEPT_S,
+        "commit markers kept after cleaning, s (delete.retention.ms)": markers_s,
+        "metrics snapshot interval s (a busy partition)": snapshot_s,
     }
     for rate in [0.0, *rates]:
         commits = max(1, round(rate * tail_s))
         topics = Topics(slots)
         topics.own_batches.update({mates[0].progress_topic, mates[0].offset_map_topic, str(mates[0].metrics_topic)})
-        snapshots = max(1, round(min(rate, 1 / PUBLISH_INTERVAL_S) * tail_s))
+        snapshots = max(1, round(min(rate, 1 / snapshot_s) * tail_s))
         for t in mates:
-            _seed(topics, t, commits, commits if rate else 0, round(rate * (tail_s + MARKERS_KEPT_S)), snapshots)
+            _seed(topics, t, commits, commits if rate else 0, round(rate * (tail_s + markers_s)), snapshots)
         m = _measure(topics, mates[0], 1 if rate >= 10 else 3)
         label = f"c = {rate:g}/s" if rate else "c = 0 (live state only, baseline)"
         found[f"{label}: progress / map / metrics records read"] = " / ".join(

@@ -62,7 +62,7 @@ def test_the_tail_model_reads_every_commit_of_the_slot_in_the_tail(scale_sim: Mo
     )
     flow = scale_sim.load_config(config).flow("A->B")
     _planned, tasks, _plan = scale_sim.planning(flow, 20, 10)
-    found = scale_sim.tail_scan([replace(t, timeout_s=1.0) for t in tasks], [0.5], tail_s=20.0)
+    found = scale_sim.tail_scan([replace(t, timeout_s=1.0) for t in tasks], [0.5], tail_s=20.0, snapshot_s=1.0)
     mates = int(found["flow partitions per slot: mean / median (measured) / max"].split(" / ")[1])
     progress, runs, snapshots = (
         int(n.replace(",", "")) for n in found["c = 0.5/s: progress / map / metrics records read"].split(" / ")
@@ -70,3 +70,5 @@ def test_the_tail_model_reads_every_commit_of_the_slot_in_the_tail(scale_sim: Mo
     assert (progress, runs, snapshots) == (10 * mates, 11 * mates, 10 * mates)
     baseline = found["c = 0 (live state only, baseline): MB fetched per range (x8 per Spark task)"]
     assert found["c = 0.5/s: MB fetched per range (x8 per Spark task)"] > baseline
+    sparse = scale_sim.tail_scan([replace(t, timeout_s=1.0) for t in tasks], [0.5], tail_s=20.0, snapshot_s=4.0)
+    assert sparse["c = 0.5/s: progress / map / metrics records read"].endswith(f" / {5 * mates}"), "one per 4 s"

@@ -83,7 +83,7 @@ def test_new_source_topics_appear_remotely_with_partitions_and_filtered_configs(
 
 
 def test_state_topics_of_an_older_version_get_segment_settings_and_an_operators_own_value_stays(
-    write_config: Any, topics: Any, unique_topic: Any
+    write_config: Any, topics: Any, unique_topic: Any, eventually: Any
 ) -> None:
     """A state topic created without segment settings (an older version, or by hand) gets them at the next
     cycle's topic step; a key the topic sets itself is the operator's choice and is kept; a dry run only says."""
@@ -101,11 +101,63 @@ def test_state_topics_of_an_older_version_get_segment_settings_and_an_operators_
         assert {(name, key) for name, key, _ in done} == {(old, k) for k in STATE_TOPIC_CONFIGS} | {
             (tuned, k) for k in STATE_TOPIC_CONFIGS if k != "segment.ms"
         }
+        # A broker describes what its metadata image holds, which can trail an alter it just acknowledged.
+        eventually(lambda: _assert_equal(configure_state_topics(admin, "B", state, True, timeout), []))
         assert configure_state_topics(admin, "B", state, False, timeout) == [], "set once"
     for name, segment_ms in ((old, STATE_TOPIC_CONFIGS["segment.ms"]), (tuned, "3600000")):
         configs = topics.configs("B", name)
         assert configs["segment.ms"] == (segment_ms, "DYNAMIC_TOPIC_CONFIG")
         assert configs["segment.bytes"] == (STATE_TOPIC_CONFIGS["segment.bytes"], "DYNAMIC_TOPIC_CONFIG")
+
+
+SESSION_13_CONFIGS = {
+    "segment.ms": "600000",
+    "segment.bytes": str(16 * 1024 * 1024),
+    "min.cleanable.dirty.ratio": "0.1",
+    "delete.retention.ms": "3600000",
+    "min.compaction.lag.ms": "900000",
+}
+"""What sessions 13 and 14 created the state topics with (topic-level settings, like an operator's own)."""
+
+
+def test_state_topics_of_a_previous_release_get_todays_times_and_an_operators_own_value_stays(
+    write_config: Any, topics: Any, unique_topic: Any, eventually: Any
+) -> None:
+    """Session 15 shortened segment.ms and min.compaction.lag.ms. Topics created by sessions 13-14 carry the old
+    values at topic level, where the topic step used to take them for an operator's choice and keep them (a start
+    then still read 25 minutes of commits). A previous release's default is ours to update; any other value the
+    topic sets stays; a dry run only says."""
+    assert SESSION_13_CONFIGS != STATE_TOPIC_CONFIGS, "this test is about topics from before the change"
+    flow = write_config("A->B.enabled = true\n").flow("A->B")
+    released, tuned = unique_topic("s13-progress"), unique_topic("s13-tuned-map")
+    topics.create("B", released, 2, {"cleanup.policy": "compact", **SESSION_13_CONFIGS})
+    tuned_lag = "1800000"  # an operator's own, kept
+    topics.create(
+        "B", tuned, 2, {"cleanup.policy": "compact", **SESSION_13_CONFIGS, "min.compaction.lag.ms": tuned_lag}
+    )
+    state = [
+        InternalTopic(name, "B", "target", purpose, 1, 2)
+        for name, purpose in ((released, "progress"), (tuned, "offset-map"))
+    ]
+    new = {k: v for k, v in STATE_TOPIC_CONFIGS.items() if SESSION_13_CONFIGS[k] != v}
+    with FlowClients(flow) as clients:
+        admin, timeout = clients.target_admin, clients.timeout_s
+        planned = configure_state_topics(admin, "B", state, True, timeout)
+        assert topics.configs("B", released)["segment.ms"][0] == "600000", "a dry run changes nothing"
+        done = configure_state_topics(admin, "B", state, False, timeout)
+        assert done == planned
+        assert sorted(done) == sorted(
+            [(released, k, v) for k, v in new.items()]
+            + [(tuned, k, v) for k, v in new.items() if k != "min.compaction.lag.ms"]
+        )
+        eventually(lambda: _assert_equal(configure_state_topics(admin, "B", state, True, timeout), []))
+        assert configure_state_topics(admin, "B", state, False, timeout) == [], "set once"
+    for name, lag in ((released, STATE_TOPIC_CONFIGS["min.compaction.lag.ms"]), (tuned, tuned_lag)):
+        configs = topics.configs("B", name)
+        assert configs["min.compaction.lag.ms"] == (lag, "DYNAMIC_TOPIC_CONFIG")
+        assert configs["segment.ms"] == (STATE_TOPIC_CONFIGS["segment.ms"], "DYNAMIC_TOPIC_CONFIG")
+        for key in ("segment.bytes", "min.cleanable.dirty.ratio", "delete.retention.ms"):
+            assert configs[key] == (STATE_TOPIC_CONFIGS[key], "DYNAMIC_TOPIC_CONFIG")
 
 
 def test_partitions_added_at_the_source_appear_remotely(

@@ -6,8 +6,8 @@ One pass of `CopyLoop.run`:
      the interval's end, or (continuous) the reader has caught up;
   2. `_commit`: flush, check every delivery, extend the offset map, store the progress and commit
      (`copy_commit.commit_batch`): records, map and progress become visible together;
-  3. `_after_commit`: the offset syncs due (`offset_sync_writer`) and the metrics snapshot, at most every
-     `PUBLISH_INTERVAL_S`.
+  3. `_after_commit`: the offset syncs due (`offset_sync_writer`), the newest position at most every
+     `PUBLISH_INTERVAL_S`, and the metrics snapshot at most every `SNAPSHOT_INTERVAL_S`.
 The run ends at the interval's end, the continuous run's time, a `stop()`, or with `CopyStalled` when an
 interval copy has read nothing for `idle_limit_s`.
 """
@@ -57,6 +57,11 @@ CAUGHT_UP_READ_TIMEOUT_S = 0.01
 # few tens of milliseconds, and a write to two more topics per commit would be most of the brokers' work.
 PUBLISH_INTERVAL_S = 1.0
 
+# Metrics snapshots go out at the first commit, then at most this often, and when the run ends. Every copy start reads
+# its state slots' uncleaned tail, snapshots included (a second apart, they were 40% of those bytes, docs/scaling.md);
+# readers zero a rate only after a minute without one (`metrics.WINDOW_S`).
+SNAPSHOT_INTERVAL_S = 10.0
+
 Stop = Callable[[], bool]
 """Asked between transactions and while idle: True ends the copy early (a sibling range in the same Spark task
 failed)."""
@@ -98,7 +103,7 @@ class CopyLoop:
         self.commit_start_first = False
         self.held_syncs: list[tuple[int, int]] = []
         self.seen_log_start = 0
-        self.next_publish = 0.0  # the first commit publishes at once
+        self.next_publish = self.next_snapshot = 0.0  # the first commit publishes at once
         self.unpublished = False
         self.moved_at, self.moved_to = time.monotonic(), result.start
         self.stop: Stop | None = None
@@ -376,8 +381,10 @@ class CopyLoop:
                 acked_ms=now_ms,
                 next_upstream=self.consumed_to,
             )
-            self.unpublished = not due
-            if due:
+            snapshot = time.monotonic() >= self.next_snapshot
+            self.unpublished = not snapshot
+            if snapshot:
+                self.next_snapshot = time.monotonic() + SNAPSHOT_INTERVAL_S
                 self.metrics.publish()
 
     def _finish(self) -> None:

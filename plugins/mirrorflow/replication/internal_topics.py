@@ -10,7 +10,8 @@
   the flow's partitions when the cycle knows them (`flow_state_partitions`), grown by the same rule when the
   flow outgrows them (never shrunk: Kafka cannot). Topics of older versions have one partition and grow too:
   each copy moves its partition's state to its new slot at its first commit. They also get segment settings
-  (`STATE_TOPIC_CONFIGS`), set on older versions' topics too unless the topic sets the key itself.
+  (`STATE_TOPIC_CONFIGS`), set on older versions' topics too unless the topic sets the key itself to anything
+  but a previous release's default.
 
 Names come from the policy (a custom separator applies when
 `replication.policy.internal.topic.separator.enabled`, the default); no offset-syncs topic when
@@ -32,6 +33,7 @@ from mirrorflow.kafka.operation_error import KafkaOperationError
 from mirrorflow.kafka.topics import (
     REFUSALS,
     ConfigChange,
+    ConfigValue,
     alter_topic_configs,
     await_leaders,
     create_compacted_topic,
@@ -75,33 +77,57 @@ class InternalTopicsReport:
 STATE_PURPOSES = frozenset({"progress", "offset-map", "metrics"})
 
 STATE_TOPIC_CONFIGS: dict[str, str] = {
-    "segment.ms": "600000",
+    "segment.ms": "120000",
     "segment.bytes": str(16 * 1024 * 1024),
     "min.cleanable.dirty.ratio": "0.1",
     "delete.retention.ms": "3600000",
-    "min.compaction.lag.ms": "900000",
+    "min.compaction.lag.ms": "300000",
 }
 """Segment settings of the state topics. A copy start reads its slots to their ends, and the log cleaner never compacts
 a partition's active segment: with the broker's defaults (1 GiB, 7 days) a start would read every record ever written
-to its slots (200,000 transactions: 800,000 records; docs/offsets.md). Rolling every 10 minutes or 16 MiB, and
-cleaning once a tenth of the log is dirty, bounds a start's read to about the last 25 minutes of its slots' writes
-(the open segment, and `min.compaction.lag.ms` below) plus the live state and what the cleaner keeps for
-`delete.retention.ms` after it passed: tombstones and the commit marker of every exactly-once transaction (about 80
-bytes each on disk, fetched by every start). One hour instead of Kafka's 24 h keeps those to an hour of commits; a
-long-running reader that tails the state topics reads them again from their start after half of that without a read
-(`STATE_TAIL_MAX_GAP_S`), so it never misses a tombstone the cleaner dropped. Lowering `delete.retention.ms` below an
-hour on a state topic by hand breaks that guarantee.
+to its slots (200,000 transactions: 800,000 records; docs/offsets.md). Rolling every 2 minutes or 16 MiB, and
+cleaning once a tenth of the log is dirty, bounds a start's read to about the last 7 minutes of its slots' writes
+(the open segment, and `min.compaction.lag.ms` below, plus the cleaner's 15 s backoff) plus the live state and what
+the cleaner keeps for `delete.retention.ms` after it passed: tombstones and the commit marker of every exactly-once
+transaction (about 80 bytes each on disk, fetched by every start). One hour instead of Kafka's 24 h keeps those to an
+hour of commits; a long-running reader that tails the state topics reads them again from their start after half of
+that without a read (`STATE_TAIL_MAX_GAP_S`), so it never misses a tombstone the cleaner dropped: a tombstone written
+just after its last read stays at least `min.compaction.lag.ms` + `delete.retention.ms`, more than that half plus a
+read, whatever the lag. Lowering `delete.retention.ms` below an hour on a state topic by hand breaks that guarantee.
 
-`min.compaction.lag.ms` (15 min) keeps a record out of the cleaner's reach until it is that old, also as the newer
-record that would make an older one go: a reader takes each partition's end and then fetches up to it, and a record
-whose key is written again beyond that end could otherwise be cleaned away before the fetch reaches it, so the reader
-would find the key in neither place (a tail run missing: offsets translated past copies, labelled exact; found by
-review, `tests/replication/test_state_cleaner_race.py`). Reads take seconds; the lag is measured on the records'
-timestamps (the writers' clocks).
+`min.compaction.lag.ms` keeps a record out of the cleaner's reach until it is that old, also as the newer record that
+would make an older one go: a reader takes each partition's end and then fetches up to it, and a record whose key is
+written again beyond that end could otherwise be cleaned away before the fetch reaches it, so the reader would find
+the key in neither place (a tail run missing: offsets translated past copies, labelled exact; found by review,
+`tests/replication/test_state_cleaner_race.py`). So the lag must exceed the longest time from a read taking its ends
+to its fetch reaching the last record below them. That time is the watermark requests (one per partition, before
+any fetch: seconds even for a whole-flow read of 4,096 slots on a local network), the wait for transactions open
+below the ends (their coordinator aborts a copy's within its 60 s `transaction.timeout.ms` plus a 10 s check; a
+read that makes no progress for `OPEN_TRANSACTION_WAIT_S`, 90 s, fails instead of answering), and the bytes
+themselves (a copy start's head slots: a few MB, under a second; a whole-flow read: the flow's live state and its
+tail). 5 minutes is over three times the 90 s wait. The lag is measured on the records' timestamps (the writers'
+clocks): a writer whose clock runs behind the broker's takes its skew off that margin. A whole-flow read can only
+outgrow it when the flow writes its state nearly as fast as a reader reads it: the bytes below the ends are the live
+state plus (lag + segment.ms) of writes, and a read that cannot keep ahead of that would not end anyway. `segment.ms`
+adds to every start's read but not to the guarantee; below 2 minutes the rolls (a segment's files, and a cleaning
+of each written partition per roll, by one cleaner thread per broker) would cost more than the tail they save.
+
+Until session 15 the times were 10 min (`segment.ms`) and 15 min (the lag): a tail of 25 minutes
+(`PREVIOUS_STATE_TOPIC_CONFIGS`).
 
 A cluster that refuses these settings (a policy, or no permission to describe or alter configs) gets its state topics
-without them, with a warning. A value the topic sets itself (an operator's `kafka-configs --alter`) is kept. MM2's
-topics (heartbeats, checkpoints, offset syncs) keep the broker's defaults, as MM2 leaves them."""
+without them, with a warning. A value the topic sets itself (an operator's `kafka-configs --alter`) is kept, unless it
+is a previous release's default (`PREVIOUS_STATE_TOPIC_CONFIGS`): those are updated. MM2's topics (heartbeats,
+checkpoints, offset syncs) keep the broker's defaults, as MM2 leaves them."""
+
+PREVIOUS_STATE_TOPIC_CONFIGS: dict[str, frozenset[str]] = {
+    "segment.ms": frozenset({"600000"}),
+    "min.compaction.lag.ms": frozenset({"900000"}),
+}
+"""Values of `STATE_TOPIC_CONFIGS` keys that earlier releases set on the state topics they created or configured
+(sessions 13 and 14), per key. They are topic-level settings like an operator's own, so the topic step tells them
+apart by value: one equal to an earlier default is taken for ours and set to today's. An operator who chose exactly
+that value by hand has it replaced (`plan` shows it first); any other value stays."""
 
 STATE_TAIL_MAX_GAP_S = int(STATE_TOPIC_CONFIGS["delete.retention.ms"]) / 1000 / 2
 """The longest a tailing reader of the state topics goes on from where it stopped (`CompactedTail.max_gap_s`)."""
@@ -197,7 +223,8 @@ def configure_state_topics(
     admin: Admin, cluster: str, topics: list[InternalTopic], dry_run: bool, timeout_s: float
 ) -> list[tuple[str, str, str]]:
     """Set `STATE_TOPIC_CONFIGS` on existing state topics that do not set a key themselves (topics created by an
-    older version, or by hand); returns (topic, key, value) for each key set (or, in a dry run, to be set)."""
+    older version, or by hand) or set it to a previous release's default; returns (topic, key, value) for each key
+    set (or, in a dry run, to be set)."""
     try:
         return _configure(admin, cluster, topics, dry_run, timeout_s)
     except KafkaOperationError as err:
@@ -220,12 +247,21 @@ def _configure(
     changes: dict[str, list[ConfigChange]] = {}
     for name, entries in described.items():
         for key, value in STATE_TOPIC_CONFIGS.items():
-            entry = entries.get(key)
-            if entry is None or (entry.source != "DYNAMIC_TOPIC_CONFIG" and entry.value != value):
+            if _ours_to_set(entries.get(key), key, value):
                 changes.setdefault(name, []).append(ConfigChange(key, "SET", value))
     if changes and not dry_run:
         alter_topic_configs(admin, cluster, changes, timeout_s)
     return [(name, c.name, c.value or "") for name, cs in sorted(changes.items()) for c in cs]
+
+
+def _ours_to_set(entry: ConfigValue | None, key: str, value: str) -> bool:
+    """Whether the topic step sets `key` to `value`: missing, or left to the broker's default and differing, or a
+    previous release's default (`PREVIOUS_STATE_TOPIC_CONFIGS`); never a value the topic set itself otherwise."""
+    if entry is None:
+        return True
+    if entry.value == value:
+        return False
+    return entry.source != "DYNAMIC_TOPIC_CONFIG" or entry.value in PREVIOUS_STATE_TOPIC_CONFIGS.get(key, frozenset())
 
 
 def _grow(

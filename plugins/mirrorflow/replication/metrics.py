@@ -1,10 +1,11 @@
 """MM2's MirrorSourceConnector metrics per remote topic-partition, plus replication lag.
 
-Storage: each copy task publishes a JSON snapshot of its partition's metrics after every committed batch to the
-compacted topic `mirrorflow-metrics.<source>.internal` on the target (key = remote topic and partition), outside
-the data transaction and best-effort. Any process that can read the target (`mirrorflow metrics serve`, an Airflow
-page) sees the latest snapshot of every partition. Lag is not stored: it is computed when read, from the committed
-progress records and the source's end offsets, so it keeps growing while no copy runs.
+Storage: each copy task publishes a JSON snapshot of its partition's metrics (at its first commit, then at most
+every `copy_loop.SNAPSHOT_INTERVAL_S`, and at its end) to the compacted topic `mirrorflow-metrics.<source>.internal`
+on the target (key = remote topic and partition), outside the data transaction and best-effort. Any process that
+can read the target (`mirrorflow metrics serve`, an Airflow page) sees the latest snapshot of every partition. Lag
+is not stored: it is computed when read, from the committed progress records and the source's end offsets, so it
+keeps growing while no copy runs.
 
 Statistics follow MM2's (MirrorSourceMetrics): `-min`/`-max`/`-avg` over a sliding window (two 30 s samples), the
 plain `record-age-ms`/`replication-latency-ms` the last value, rates over the window. Resolution is one batch: the
