@@ -147,7 +147,10 @@ class ProbeSyncs(OffsetSyncWriter):
 
 def _probe_loop() -> None:
     """Marks on `CopyLoop`: each commit (records, duration), the loop's error, the claim wait, the run's end."""
-    commit, run, inner, claimed = CopyLoop._commit, CopyLoop.run, CopyLoop._run, CopyLoop._successor_claimed
+    commit, run, inner = CopyLoop._commit, CopyLoop.run, CopyLoop._run
+    # The claim wait's name in this version (`--before` profiles an older one): `_claimant` since session 15.
+    claimed_name = "_claimant" if hasattr(CopyLoop, "_claimant") else "_successor_claimed"
+    claimed = getattr(CopyLoop, claimed_name)
 
     def probe_commit(self: CopyLoop, batch: Batch, began: bool) -> tuple[int, int]:
         p, n = self.task.partition, len(batch.upstreams)
@@ -167,9 +170,9 @@ def _probe_loop() -> None:
             mark(self.task.partition, "loop.error", repr(err)[:200])
             raise
 
-    def probe_claimed(self: CopyLoop) -> bool:
+    def probe_claimed(self: CopyLoop, *args: Any, **kwargs: Any) -> Any:
         mark(self.task.partition, "claim_wait.start")
-        found = claimed(self)
+        found = claimed(self, *args, **kwargs)
         mark(self.task.partition, "claim_wait.end", f"claimed={found}")
         return found
 
@@ -182,7 +185,7 @@ def _probe_loop() -> None:
     CopyLoop._commit = probe_commit  # type: ignore[method-assign]
     CopyLoop.run = probe_run  # type: ignore[method-assign]
     CopyLoop._run = probe_inner  # type: ignore[method-assign]
-    CopyLoop._successor_claimed = probe_claimed  # type: ignore[method-assign]
+    setattr(CopyLoop, claimed_name, probe_claimed)
     copy_loop_mod.load_progress = _timed(_task_partition, "claim_poll", copy_loop_mod.load_progress)
 
 
