@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -83,8 +84,11 @@ def latency_deployed(
     run_seconds: int,
     handover_seconds: int = 0,
     parallelism: int = 6,
+    keep_logs: Path | None = None,
 ) -> tuple[report.Latency, list[tuple[str, float | None, float | None]]]:
-    """The flow DAG under a real scheduler: its latency, and its `copy` tasks (`boundaries`)."""
+    """The flow DAG under a real scheduler: its latency, and its `copy` tasks (`boundaries`). `keep_logs`: where
+    the Airflow home's task logs go afterwards (each copy task's log tells which ranges handed over, left or
+    took a partition back, and when), before the benchmark's directory is removed."""
     topic = f"lat-{DEPLOYED}-{case.topic}-h{handover_seconds}"
     create_topics(source, [NewTopic(topic, case.partitions, 1, config=KEEP)])
     prepare_flow_topics(source, target, DEPLOYED, Case(case.records, case.size, case.partitions, topic), KEEP)
@@ -111,6 +115,8 @@ def latency_deployed(
             "AND start_date IS NOT NULL ORDER BY start_date",
             DAG_ID,
         )
+    if keep_logs is not None and (home / "logs").is_dir():
+        shutil.copytree(home / "logs", keep_logs / f"handover-{handover_seconds}", dirs_exist_ok=True)
     return latency, boundaries(rows)
 
 
@@ -137,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-in-process", action="store_true", help="skip the floor and in-process rows")
     parser.add_argument("--no-baseline", action="store_true", help="skip the deployed row with handover 0")
     parser.add_argument("--parallelism", type=int, default=6, help="the LocalExecutor's slots")
+    parser.add_argument("--keep-logs", type=Path, default=None, help="copy the Airflow task logs here")
     args = parser.parse_args(argv)
     with bench_clusters("mirrorflow-deployed-") as (directory, source, target):
         case = Case(0, args.size, args.partitions, f"deployed{run_id()}")
@@ -149,7 +156,16 @@ def main(argv: list[str] | None = None) -> int:
         boundaries_of = []
         for handover in (0, args.handover_seconds)[1 if args.no_baseline else 0 :]:
             deployed, runs = latency_deployed(
-                directory, source, target, case, args.rate, args.seconds, args.run_seconds, handover, args.parallelism
+                directory,
+                source,
+                target,
+                case,
+                args.rate,
+                args.seconds,
+                args.run_seconds,
+                handover,
+                args.parallelism,
+                args.keep_logs,
             )
             found.append(deployed)
             boundaries_of.append((handover, runs))
