@@ -135,7 +135,11 @@ def state_reader(task: CopyTask) -> ReadAhead:
     reads are a head start, not the answer: they wait `PRE_READ_WAIT_S` at most on an open transaction, and a
     failure is left to the read after the fence."""
     reader = LogReader(task.target, task.target_consumer, timeout_s=task.timeout_s, remember=True)
-    reader.connect(task.progress_topic, task.offset_map_topic)
+    try:
+        reader.connect(task.progress_topic, task.offset_map_topic)
+    except BaseException:
+        reader.close()
+        raise
     if not (task.exactly_once and task.end is None):
         return ReadAhead(reader, None, False)
     reader.wait_s = PRE_READ_WAIT_S
