@@ -62,7 +62,12 @@ def test_an_idle_continuous_flow_asks_a_standalone_cluster_for_one_core(
     quiet_topic, busy_topic = unique_topic("idle"), unique_topic("busy")
     create_copy_topics(kafka_admin, quiet_topic, 12)  # empty: quiet
     create_copy_topics(kafka_admin, busy_topic, 10)
-    flow = a_to_b(write_config, **{"topics": f"{quiet_topic},{busy_topic}", "mirrorflow.copy.partitions.per.task": "4"})
+    # Heartbeats stay out: the session's clusters carry other tests' heartbeats, which the flow would copy too.
+    flow = a_to_b(
+        write_config,
+        "heartbeats.replication.enabled = false\n",
+        **{"topics": f"{quiet_topic},{busy_topic}", "mirrorflow.copy.partitions.per.task": "4"},
+    )
     assert copy_partitions(flow, quiet_after_s=300) == CopyLoad(22, 22)
     idle = submit_conf(flow, "spark://m:7077", quiet_after_s=300)
     assert idle["spark.cores.max"] == "1", "12 + 10 idle partitions share one Spark task"
