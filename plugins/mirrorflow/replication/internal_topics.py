@@ -97,20 +97,21 @@ read, whatever the lag. Lowering `delete.retention.ms` below an hour on a state 
 
 `min.compaction.lag.ms` keeps a record out of the cleaner's reach until it is that old, also as the newer record that
 would make an older one go: a reader takes each partition's end and then fetches up to it, and a record whose key is
-written again beyond that end could otherwise be cleaned away before the fetch reaches it, so the reader would find
-the key in neither place (a tail run missing: offsets translated past copies, labelled exact; found by review,
-`tests/replication/test_state_cleaner_race.py`). So the lag must exceed the longest time from a read taking its ends
-to its fetch reaching the last record below them. That time is the watermark requests (one per partition, before
-any fetch: seconds even for a whole-flow read of 4,096 slots on a local network), the wait for transactions open
-below the ends (their coordinator aborts a copy's within its 60 s `transaction.timeout.ms` plus a 10 s check; a
-read that makes no progress for `OPEN_TRANSACTION_WAIT_S`, 90 s, fails instead of answering), and the bytes
-themselves (a copy start's head slots: a few MB, under a second; a whole-flow read: the flow's live state and its
-tail). 5 minutes is over three times the 90 s wait. The lag is measured on the records' timestamps (the writers'
+written again beyond that end could otherwise be cleaned away before the fetch reaches it, so the reader would find the
+key in neither place (a tail run missing: offsets translated past copies, labelled exact; found by review,
+`tests/replication/test_state_cleaner_race.py`). So the lag must exceed the longest time from a read taking its ends to
+its fetch reaching the last record below them. That time is the watermark requests (one per partition, taken in spans of
+`compacted_log.ENDS_SPAN_S` that are each fetched before the next: a whole-flow read of 4,096 slots asks them one round
+trip after the other, 3.4 minutes at 50 ms before its first fetch when it took every end first, found by review), the
+wait for transactions open below the ends (their coordinator aborts a copy's within its 60 s `transaction.timeout.ms`
+plus a 10 s check; a read that makes no progress for `OPEN_TRANSACTION_WAIT_S`, 90 s, fails instead of answering), and
+the bytes themselves (a copy start's head slots: a few MB, under a second; a whole-flow read: the flow's live state and
+its tail). 5 minutes is over three times the 90 s wait. The lag is measured on the records' timestamps (the writers'
 clocks): a writer whose clock runs behind the broker's takes its skew off that margin. A whole-flow read can only
 outgrow it when the flow writes its state nearly as fast as a reader reads it: the bytes below the ends are the live
 state plus (lag + segment.ms) of writes, and a read that cannot keep ahead of that would not end anyway. `segment.ms`
-adds to every start's read but not to the guarantee; below 2 minutes the rolls (a segment's files, and a cleaning
-of each written partition per roll, by one cleaner thread per broker) would cost more than the tail they save.
+adds to every start's read but not to the guarantee; below 2 minutes the rolls (a segment's files, and a cleaning of
+each written partition per roll, by one cleaner thread per broker) would cost more than the tail they save.
 
 Until session 15 the times were 10 min (`segment.ms`) and 15 min (the lag): a tail of 25 minutes
 (`PREVIOUS_STATE_TOPIC_CONFIGS`).
