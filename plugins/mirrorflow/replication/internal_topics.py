@@ -251,8 +251,33 @@ def _configure(
             if _ours_to_set(entries.get(key), key, value):
                 changes.setdefault(name, []).append(ConfigChange(key, "SET", value))
     if changes and not dry_run:
-        alter_topic_configs(admin, cluster, changes, timeout_s)
+        try:
+            alter_topic_configs(admin, cluster, changes, timeout_s)
+        except KafkaOperationError as err:
+            if err.code not in REFUSALS:
+                raise
+            changes = _one_by_one(admin, cluster, changes, timeout_s)
     return [(name, c.name, c.value or "") for name, cs in sorted(changes.items()) for c in cs]
+
+
+def _one_by_one(
+    admin: Admin, cluster: str, changes: dict[str, list[ConfigChange]], timeout_s: float
+) -> dict[str, list[ConfigChange]]:
+    """After a refusal of the whole set: each key on its own, so that one the cluster refuses (a managed cluster's
+    minimum `segment.ms`) does not keep the others off, `min.compaction.lag.ms` first of all (without it a topic
+    that `create_compacted_topic` had to create bare races its readers at every roll); what was set."""
+    done: dict[str, list[ConfigChange]] = {}
+    for name, topic_changes in changes.items():
+        for change in topic_changes:
+            try:
+                alter_topic_configs(admin, cluster, {name: [change]}, timeout_s)
+            except KafkaOperationError as err:
+                if err.code not in REFUSALS:
+                    raise
+                log.warning("'%s' refused %s=%s on state topic '%s': %s", cluster, change.name, change.value, name, err)
+                continue
+            done.setdefault(name, []).append(change)
+    return done
 
 
 def _ours_to_set(entry: ConfigValue | None, key: str, value: str) -> bool:
