@@ -131,3 +131,57 @@ def test_a_whole_topic_read_over_a_slow_network_finds_a_key_the_cleaner_moved_be
         f"partition 0 read without the key: its older record was cleaned before the fetch reached it "
         f"(read {took:.0f} s, lag {LAG_S:.0f} s)"
     )
+
+
+SKEW_S = 60.0
+"""How far the clock of every writer of the test's slot runs behind the broker's (a Spark cluster off by minutes)."""
+
+
+def test_writers_clocks_behind_the_brokers_do_not_shorten_the_compaction_lag(
+    kafka: KafkaKit, quick_cleaner: None
+) -> None:
+    """`min.compaction.lag.ms` is measured on the records' timestamps. With `CreateTime` those are the writers'
+    clocks: a copy whose clock runs behind the broker's by more than the lag less a read's window writes records
+    the cleaner may act on as soon as their segment rolls, so a key written again beyond a reader's end is cleaned
+    out of the records below it before the fetch reaches them (session 15 cut the margin from 15 to 5 minutes:
+    skews of 3.5 minutes and more, with the 90 s wait). The state topics' settings (`STATE_TOPIC_CONFIGS`) must
+    have the broker stamp them. Here the read's window is a span of ends (`SlowAsker`), the lag 20 s."""
+    from mirrorflow.replication.internal_topics import STATE_TOPIC_CONFIGS
+
+    topic = kafka.topic("skewed-writer")
+    configs = {
+        "cleanup.policy": "compact",
+        "segment.ms": "100",
+        "min.compaction.lag.ms": "20000",
+        "min.cleanable.dirty.ratio": "0.01",
+    }
+    if "message.timestamp.type" in STATE_TOPIC_CONFIGS:
+        configs["message.timestamp.type"] = STATE_TOPIC_CONFIGS["message.timestamp.type"]
+    create_topic(kafka.admin("B"), topic, 2, configs)
+    producer = kafka.producer("B")
+
+    def write(key: bytes, value: bytes, partition: int = 0) -> None:
+        stamp = int((time.time() - SKEW_S) * 1000)
+        producer.produce(topic, key=key, value=value, partition=partition, timestamp=stamp)
+        producer.flush(30)
+        time.sleep(0.3)  # the next write rolls the segment (segment.ms 100 on the writer's clock)
+
+    write(KEY, b"run [12, 22)")
+    write(b"filler", b"x")
+    write(b"filler", b"x", 1)
+
+    def commit_again() -> None:
+        write(KEY, b"run [12, 27)")
+        write(b"filler", b"y")
+
+    reader = LogReader("B", {"bootstrap.servers": kafka.bootstrap("B")})
+    try:
+        reader._asker = SlowAsker(kafka.consumer("B", {"isolation.level": "read_uncommitted"}), commit_again)
+        keys = {key for p, _o, key, _v, _ts in reader.read(topic) if p == 0}
+    finally:
+        reader.close()
+    deadline = time.monotonic() + 60
+    while live_offsets(kafka, topic) != [2] and time.monotonic() < deadline:
+        time.sleep(1)
+    assert live_offsets(kafka, topic) == [2], "the cleaner never dropped the older record"
+    assert KEY in keys, "partition 0 read without the key: the skewed writer's newer record let the cleaner drop it"

@@ -82,6 +82,7 @@ STATE_TOPIC_CONFIGS: dict[str, str] = {
     "min.cleanable.dirty.ratio": "0.1",
     "delete.retention.ms": "3600000",
     "min.compaction.lag.ms": "300000",
+    "message.timestamp.type": "LogAppendTime",
 }
 """Segment settings of the state topics. A copy start reads its slots to their ends, and the log cleaner never compacts
 a partition's active segment: with the broker's defaults (1 GiB, 7 days) a start would read every record ever written
@@ -106,12 +107,16 @@ trip after the other, 3.4 minutes at 50 ms before its first fetch when it took e
 wait for transactions open below the ends (their coordinator aborts a copy's within its 60 s `transaction.timeout.ms`
 plus a 10 s check; a read that makes no progress for `OPEN_TRANSACTION_WAIT_S`, 90 s, fails instead of answering), and
 the bytes themselves (a copy start's head slots: a few MB, under a second; a whole-flow read: the flow's live state and
-its tail). 5 minutes is over three times the 90 s wait. The lag is measured on the records' timestamps (the writers'
-clocks): a writer whose clock runs behind the broker's takes its skew off that margin. A whole-flow read can only
-outgrow it when the flow writes its state nearly as fast as a reader reads it: the bytes below the ends are the live
-state plus (lag + segment.ms) of writes, and a read that cannot keep ahead of that would not end anyway. `segment.ms`
-adds to every start's read but not to the guarantee; below 2 minutes the rolls (a segment's files, and a cleaning of
-each written partition per roll, by one cleaner thread per broker) would cost more than the tail they save.
+its tail). 5 minutes is over three times the 90 s wait. The lag is measured on the records' timestamps, so the broker
+stamps them (`LogAppendTime`): with the writers' clocks (`CreateTime`) a copy whose clock ran behind the broker's took
+its skew off that margin, and a skew of the lag less a read's window (3.5 minutes) reopened the race (found by review,
+`tests/kafka/test_log_reader_cleaner.py`); the one reader of their timestamps, the job-summary search in the metrics
+topic (`kafka/tail_record.py`), compares them with the Airflow worker's clock, which a broker's serves as well as a
+Spark driver's. A whole-flow read can only outgrow it when the flow writes its state nearly as fast as a reader reads
+it: the bytes below the ends are the live state plus (lag + segment.ms) of writes, and a read that cannot keep ahead of
+that would not end anyway. `segment.ms` adds to every start's read but not to the guarantee; below 2 minutes the rolls
+(a segment's files, and a cleaning of each written partition per roll, by one cleaner thread per broker) would cost more
+than the tail they save.
 
 Until session 15 the times were 10 min (`segment.ms`) and 15 min (the lag): a tail of 25 minutes
 (`PREVIOUS_STATE_TOPIC_CONFIGS`).
