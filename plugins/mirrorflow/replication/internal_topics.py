@@ -32,6 +32,7 @@ from mirrorflow.core.state_slots import check_count, flow_state_partitions
 from mirrorflow.kafka.operation_error import KafkaOperationError
 from mirrorflow.kafka.topics import (
     REFUSALS,
+    VALUE_REFUSALS,
     ConfigChange,
     ConfigValue,
     alter_topic_configs,
@@ -259,8 +260,8 @@ def _configure(
         try:
             alter_topic_configs(admin, cluster, changes, timeout_s)
         except KafkaOperationError as err:
-            if err.code not in REFUSALS:
-                raise
+            if err.code not in VALUE_REFUSALS:
+                raise  # no permission: `configure_state_topics` warns once
             changes = _one_by_one(admin, cluster, changes, timeout_s)
     return [(name, c.name, c.value or "") for name, cs in sorted(changes.items()) for c in cs]
 
@@ -277,7 +278,7 @@ def _one_by_one(
             try:
                 alter_topic_configs(admin, cluster, {name: [change]}, timeout_s)
             except KafkaOperationError as err:
-                if err.code not in REFUSALS:
+                if err.code not in VALUE_REFUSALS:
                     raise
                 log.warning("'%s' refused %s=%s on state topic '%s': %s", cluster, change.name, change.value, name, err)
                 continue
