@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from mirrorflow.core.offset_map import OffsetMap, encode_segment
 from mirrorflow.core.progress import Progress, encode_progress
-from mirrorflow.kafka.compacted_log import OPEN_TRANSACTION_WAIT_S
+from mirrorflow.kafka.compacted_log import ENDS_SPAN_S, OPEN_TRANSACTION_WAIT_S
 from mirrorflow.kafka.compacted_tail import CompactedTail
 from mirrorflow.replication.internal_topics import STATE_TAIL_MAX_GAP_S, STATE_TOPIC_CONFIGS
 from mirrorflow.replication.offset_translation import FlowOffsetMaps, assemble_offset_maps
@@ -112,7 +112,7 @@ def test_state_topics_keep_records_from_the_cleaner_longer_than_a_read_takes() -
     a read must still find every tombstone written after its last read: the cleaner keeps one at least the lag and
     then `delete.retention.ms`."""
     lag_s = int(STATE_TOPIC_CONFIGS.get("min.compaction.lag.ms", "0")) / 1000
-    assert lag_s >= 3 * OPEN_TRANSACTION_WAIT_S, STATE_TOPIC_CONFIGS
+    assert lag_s >= 3 * (OPEN_TRANSACTION_WAIT_S + ENDS_SPAN_S), STATE_TOPIC_CONFIGS  # a span of ends, then the wait
     kept_s = lag_s + int(STATE_TOPIC_CONFIGS["delete.retention.ms"]) / 1000
     assert kept_s > STATE_TAIL_MAX_GAP_S + OPEN_TRANSACTION_WAIT_S, (STATE_TAIL_MAX_GAP_S, STATE_TOPIC_CONFIGS)
 

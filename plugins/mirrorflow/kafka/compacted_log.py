@@ -2,8 +2,9 @@
 
 Used for Mirrorflow's progress and offset-map topics and for MM2's checkpoints and offset-syncs topics.
 
-The end of a partition is its high watermark, taken when the read starts: every record written before the
-call, committed or not. A read_committed consumer cannot pass the first record of a transaction that is still
+The end of a partition is its high watermark, taken when the read starts (for many partitions: in ascending
+order, each span of `ENDS_SPAN_S` read before the next is taken): every record written before then, committed
+or not. A read_committed consumer cannot pass the first record of a transaction that is still
 open (librdkafka's own watermarks on such a consumer are the last stable offset, which stops right there), so a
 record committed after that open transaction would be missed by a read that ended at the last stable offset.
 This read waits instead until every transaction below the end has committed or aborted. When the read makes no
@@ -32,6 +33,14 @@ began, noticed within `transaction.abort.timed.out.transaction.cleanup.interval.
 about 70 s after the reader starts waiting. 90 s covers that with room for writing the abort markers. The copy
 always uses 60 s (`TargetWriter`; a flow's own `transaction.timeout.ms` does not apply to it, docs/copy.md)."""
 
+ENDS_SPAN_S = 5.0
+"""How long a read goes on taking partitions' ends (one watermark request each, in ascending order) before it
+fetches up to those it took. Every partition's end is a promise that the fetch will soon reach the records below
+it: the log cleaner may drop one of them once a record of its key written beyond the end is older than
+`min.compaction.lag.ms` (`internal_topics.STATE_TOPIC_CONFIGS`). Taking all ends first made that time grow with
+the partition count times the round trip (4,096 slots at 50 ms: 3.4 minutes before the first fetch, most of a
+5-minute lag); in spans it is this plus one round trip, whatever the count (found by review,
+tests/kafka/test_log_reader_cleaner.py)."""
 
 _REFUSALS = {
     KafkaError._AUTHENTICATION,
@@ -145,28 +154,34 @@ class LogReader:
             wanted = sorted(metadata.partitions) if partitions is None else sorted(partitions)
             if self._asker is None:
                 self._asker = make_consumer(self._conf, **{"isolation.level": "read_uncommitted"})
-            ends = _true_ends(self._asker, topic, wanted, self._timeout_s)
-            if self._kept is None:
-                starts: dict[int, int] = {}
-            else:
-                starts = self._kept_starts(topic, ends)
-                for p in ends:
-                    kept = self._kept.get((topic, p))
-                    yield from sorted(kept.records.values(), key=lambda r: r[1]) if kept and p in starts else ()
-            ends = {p: end for p, end in ends.items() if starts.get(p, 0) < end}
-            if not ends:
-                return
-            self._reader.assign([TopicPartition(topic, p, starts.get(p, 0)) for p in ends])
-            try:
-                for record in consume_to(self._reader, self.cluster, topic, ends, self.wait_s, starts):
-                    self._keep(topic, record, record[1] + 1)
-                    yield record
-                for p, end in ends.items():
-                    self._keep(topic, None, end, p)
-            finally:
-                self._reader.unassign()
+            for ends in _true_ends(self._asker, topic, wanted, self._timeout_s):
+                yield from self._read_span(topic, ends)
         except KafkaException as err:
             raise KafkaOperationError(self.cluster, f"reading topic '{topic}'", err) from err
+
+    def _read_span(
+        self, topic: str, ends: dict[int, int]
+    ) -> Iterator[tuple[int, int, bytes | None, bytes | None, int]]:
+        """The records of the partitions in `ends` below those ends (see `read`): the remembered ones first."""
+        if self._kept is None:
+            starts: dict[int, int] = {}
+        else:
+            starts = self._kept_starts(topic, ends)
+            for p in ends:
+                kept = self._kept.get((topic, p))
+                yield from sorted(kept.records.values(), key=lambda r: r[1]) if kept and p in starts else ()
+        ends = {p: end for p, end in ends.items() if starts.get(p, 0) < end}
+        if not ends:
+            return
+        self._reader.assign([TopicPartition(topic, p, starts.get(p, 0)) for p in ends])
+        try:
+            for record in consume_to(self._reader, self.cluster, topic, ends, self.wait_s, starts):
+                self._keep(topic, record, record[1] + 1)
+                yield record
+            for p, end in ends.items():
+                self._keep(topic, None, end, p)
+        finally:
+            self._reader.unassign()
 
     def _kept_starts(self, topic: str, ends: Mapping[int, int]) -> dict[int, int]:
         """Where the reads of `topic`'s partitions resume: where the last read stopped, unless the partition now
@@ -251,12 +266,16 @@ _MOVING_LEADER = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVA
 asked again until the timeout, as librdkafka's own fetcher would."""
 
 
-def _true_ends(asker: Consumer, topic: str, partitions: Sequence[int], timeout_s: float) -> dict[int, int]:
+def _true_ends(asker: Consumer, topic: str, partitions: Sequence[int], timeout_s: float) -> Iterator[dict[int, int]]:
     """High watermark per non-empty partition, asked by a read_uncommitted consumer (a read_committed consumer's
-    answer is the last stable offset)."""
+    answer is the last stable offset), in ascending order; in spans of `ENDS_SPAN_S`, each to be read before the
+    next is asked."""
     ends: dict[int, int] = {}
-    deadline = time.monotonic() + timeout_s
+    since = time.monotonic()
     for p in partitions:
+        if not ends:
+            since = time.monotonic()
+        deadline = time.monotonic() + timeout_s
         while True:
             try:
                 low, high = asker.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s, cached=False)
@@ -267,7 +286,11 @@ def _true_ends(asker: Consumer, topic: str, partitions: Sequence[int], timeout_s
                 time.sleep(0.1)
         if high > low:
             ends[p] = high
-    return ends
+        if ends and time.monotonic() - since >= ENDS_SPAN_S:
+            yield ends
+            ends = {}
+    if ends:
+        yield ends
 
 
 def consume_to(

@@ -34,6 +34,9 @@ REFUSALS = (
 """How a cluster refuses topic settings that are ours to want, not to require: no permission, or a policy (a
 managed cluster that fixes `segment.bytes`)."""
 
+VALUE_REFUSALS = (KafkaError.POLICY_VIOLATION, KafkaError.INVALID_CONFIG)
+"""The `REFUSALS` of a value rather than of the request: a caller may still set the other keys one by one."""
+
 
 @dataclass(frozen=True)
 class ConfigValue:

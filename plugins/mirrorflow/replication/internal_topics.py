@@ -32,6 +32,7 @@ from mirrorflow.core.state_slots import check_count, flow_state_partitions
 from mirrorflow.kafka.operation_error import KafkaOperationError
 from mirrorflow.kafka.topics import (
     REFUSALS,
+    VALUE_REFUSALS,
     ConfigChange,
     ConfigValue,
     alter_topic_configs,
@@ -82,6 +83,7 @@ STATE_TOPIC_CONFIGS: dict[str, str] = {
     "min.cleanable.dirty.ratio": "0.1",
     "delete.retention.ms": "3600000",
     "min.compaction.lag.ms": "300000",
+    "message.timestamp.type": "LogAppendTime",
 }
 """Segment settings of the state topics. A copy start reads its slots to their ends, and the log cleaner never compacts
 a partition's active segment: with the broker's defaults (1 GiB, 7 days) a start would read every record ever written
@@ -97,20 +99,25 @@ read, whatever the lag. Lowering `delete.retention.ms` below an hour on a state 
 
 `min.compaction.lag.ms` keeps a record out of the cleaner's reach until it is that old, also as the newer record that
 would make an older one go: a reader takes each partition's end and then fetches up to it, and a record whose key is
-written again beyond that end could otherwise be cleaned away before the fetch reaches it, so the reader would find
-the key in neither place (a tail run missing: offsets translated past copies, labelled exact; found by review,
-`tests/replication/test_state_cleaner_race.py`). So the lag must exceed the longest time from a read taking its ends
-to its fetch reaching the last record below them. That time is the watermark requests (one per partition, before
-any fetch: seconds even for a whole-flow read of 4,096 slots on a local network), the wait for transactions open
-below the ends (their coordinator aborts a copy's within its 60 s `transaction.timeout.ms` plus a 10 s check; a
-read that makes no progress for `OPEN_TRANSACTION_WAIT_S`, 90 s, fails instead of answering), and the bytes
-themselves (a copy start's head slots: a few MB, under a second; a whole-flow read: the flow's live state and its
-tail). 5 minutes is over three times the 90 s wait. The lag is measured on the records' timestamps (the writers'
-clocks): a writer whose clock runs behind the broker's takes its skew off that margin. A whole-flow read can only
-outgrow it when the flow writes its state nearly as fast as a reader reads it: the bytes below the ends are the live
-state plus (lag + segment.ms) of writes, and a read that cannot keep ahead of that would not end anyway. `segment.ms`
-adds to every start's read but not to the guarantee; below 2 minutes the rolls (a segment's files, and a cleaning
-of each written partition per roll, by one cleaner thread per broker) would cost more than the tail they save.
+written again beyond that end could otherwise be cleaned away before the fetch reaches it, so the reader would find the
+key in neither place (a tail run missing: offsets translated past copies, labelled exact; found by review,
+`tests/replication/test_state_cleaner_race.py`). So the lag must exceed the longest time from a read taking its ends to
+its fetch reaching the last record below them. That time is the watermark requests (one per partition, taken in spans of
+`compacted_log.ENDS_SPAN_S` that are each fetched before the next: a whole-flow read of 4,096 slots asks them one round
+trip after the other, 3.4 minutes at 50 ms before its first fetch when it took every end first, found by review), the
+wait for transactions open below the ends (their coordinator aborts a copy's within its 60 s `transaction.timeout.ms`
+plus a 10 s check; a read that makes no progress for `OPEN_TRANSACTION_WAIT_S`, 90 s, fails instead of answering), and
+the bytes themselves (a copy start's head slots: a few MB, under a second; a whole-flow read: the flow's live state and
+its tail). 5 minutes is over three times the 90 s wait. The lag is measured on the records' timestamps, so the broker
+stamps them (`LogAppendTime`): with the writers' clocks (`CreateTime`) a copy whose clock ran behind the broker's took
+its skew off that margin, and a skew of the lag less a read's window (3.5 minutes) reopened the race (found by review,
+`tests/kafka/test_log_reader_cleaner.py`); the one reader of their timestamps, the job-summary search in the metrics
+topic (`kafka/tail_record.py`), compares them with the Airflow worker's clock, which a broker's serves as well as a
+Spark driver's. A whole-flow read can only outgrow it when the flow writes its state nearly as fast as a reader reads
+it: the bytes below the ends are the live state plus (lag + segment.ms) of writes, and a read that cannot keep ahead of
+that would not end anyway. `segment.ms` adds to every start's read but not to the guarantee; below 2 minutes the rolls
+(a segment's files, and a cleaning of each written partition per roll, by one cleaner thread per broker) would cost more
+than the tail they save.
 
 Until session 15 the times were 10 min (`segment.ms`) and 15 min (the lag): a tail of 25 minutes
 (`PREVIOUS_STATE_TOPIC_CONFIGS`).
@@ -250,8 +257,33 @@ def _configure(
             if _ours_to_set(entries.get(key), key, value):
                 changes.setdefault(name, []).append(ConfigChange(key, "SET", value))
     if changes and not dry_run:
-        alter_topic_configs(admin, cluster, changes, timeout_s)
+        try:
+            alter_topic_configs(admin, cluster, changes, timeout_s)
+        except KafkaOperationError as err:
+            if err.code not in VALUE_REFUSALS:
+                raise  # no permission: `configure_state_topics` warns once
+            changes = _one_by_one(admin, cluster, changes, timeout_s)
     return [(name, c.name, c.value or "") for name, cs in sorted(changes.items()) for c in cs]
+
+
+def _one_by_one(
+    admin: Admin, cluster: str, changes: dict[str, list[ConfigChange]], timeout_s: float
+) -> dict[str, list[ConfigChange]]:
+    """After a refusal of the whole set: each key on its own, so that one the cluster refuses (a managed cluster's
+    minimum `segment.ms`) does not keep the others off, `min.compaction.lag.ms` first of all (without it a topic
+    that `create_compacted_topic` had to create bare races its readers at every roll); what was set."""
+    done: dict[str, list[ConfigChange]] = {}
+    for name, topic_changes in changes.items():
+        for change in topic_changes:
+            try:
+                alter_topic_configs(admin, cluster, {name: [change]}, timeout_s)
+            except KafkaOperationError as err:
+                if err.code not in VALUE_REFUSALS:
+                    raise
+                log.warning("'%s' refused %s=%s on state topic '%s': %s", cluster, change.name, change.value, name, err)
+                continue
+            done.setdefault(name, []).append(change)
+    return done
 
 
 def _ours_to_set(entry: ConfigValue | None, key: str, value: str) -> bool:
