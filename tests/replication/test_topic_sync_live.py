@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.replication.flow_clients import FlowClients
 from mirrorflow.replication.flow_cycle import TOPICS, run_control_plane
 from mirrorflow.replication.internal_topics import (
@@ -233,3 +234,34 @@ def test_a_state_topic_on_a_cluster_that_refuses_one_setting_still_gets_the_othe
     lag = STATE_TOPIC_CONFIGS["min.compaction.lag.ms"]
     eventually(lambda: _assert_equal(topics.configs("B", name)["min.compaction.lag.ms"], (lag, "DYNAMIC_TOPIC_CONFIG")))
     assert topics.configs("B", name)["segment.ms"][1] != "DYNAMIC_TOPIC_CONFIG"
+
+
+def test_internal_topics_created_by_the_brokers_defaults_are_compacted_and_a_deleting_state_topic_is_refused(
+    write_config: Any, topics: Any, unique_topic: Any, eventually: Any
+) -> None:
+    """A write that comes before the topic step (the broker auto-creates the topic, `cleanup.policy` = its default
+    `delete`) left an internal topic that deletes old records: for a state topic, the progress of a partition idle
+    longer than the retention, whose copy then starts over. The topic step makes such a topic compacted; a state
+    topic whose own setting is `delete` is the operator's and is refused with the fix, as Kafka Connect refuses
+    an offsets topic that is not compacted. Before, the topic step left both as they were."""
+    flow = write_config("A->B.enabled = true\n").flow("A->B")
+    auto, auto_checkpoints, deleting = unique_topic("auto-progress"), unique_topic("auto-ckpt"), unique_topic("del-map")
+    topics.create("B", auto, 2, {})  # as the broker's auto-creation makes it
+    topics.create("B", auto_checkpoints, 1, {})
+    topics.create("B", deleting, 2, {"cleanup.policy": "delete"})
+    for name in (auto, auto_checkpoints, deleting):
+        eventually(lambda name=name: topics.configs("B", name))
+    found = [
+        InternalTopic(auto, "B", "target", "progress", 1, 2),
+        InternalTopic(auto_checkpoints, "B", "target", "checkpoints", 1),
+    ]
+    with FlowClients(flow) as clients:
+        admin, timeout = clients.target_admin, clients.timeout_s
+        done = configure_state_topics(admin, "B", found, False, timeout)
+        assert {(auto, "cleanup.policy", "compact"), (auto_checkpoints, "cleanup.policy", "compact")} <= set(done)
+        refused = [InternalTopic(deleting, "B", "target", "offset-map", 1, 2)]
+        with pytest.raises(MirrorflowError, match=rf"state topic '{deleting}'.*cleanup.policy=delete.*kafka-configs"):
+            configure_state_topics(admin, "B", refused, False, timeout)
+    for name in (auto, auto_checkpoints):
+        eventually(lambda name=name: _assert_equal(topics.configs("B", name)["cleanup.policy"][0], "compact"))
+    assert topics.configs("B", deleting)["cleanup.policy"][0] == "delete", "the operator's setting is not changed"

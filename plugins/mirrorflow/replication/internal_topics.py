@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from mirrorflow.config.model import Flow
+from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.core.offset_map import offset_map_topic
 from mirrorflow.core.progress import progress_topic
 from mirrorflow.core.state_slots import check_count, flow_state_partitions
@@ -72,7 +73,8 @@ class InternalTopicsReport:
     grown: tuple[tuple[str, int, int], ...] = ()
     """State topics given more partitions by this call (or, in a dry run, that would be): (name, before, after)."""
     configured: tuple[tuple[str, str, str], ...] = ()
-    """Existing state topics given `STATE_TOPIC_CONFIGS` by this call (or, in a dry run, that would be)."""
+    """Existing internal topics given settings by this call (or, in a dry run, that would be): (name, key, value);
+    `STATE_TOPIC_CONFIGS` on state topics, `cleanup.policy=compact` on any left at the broker's default."""
 
 
 STATE_PURPOSES = frozenset({"progress", "offset-map", "metrics"})
@@ -216,7 +218,7 @@ def ensure_internal_topics(
                 present.append(topic.name)
         if not dry_run:
             await_leaders(admin, clients.alias(side), made, clients.timeout_s, first_new)
-        old = [t for t in wanted if t.name in existing and t.purpose in STATE_PURPOSES]
+        old = [t for t in wanted if t.name in existing]
         configured += configure_state_topics(admin, clients.alias(side), old, dry_run, clients.timeout_s)
     return InternalTopicsReport(flow.name, dry_run, tuple(created), tuple(present), tuple(grown), tuple(configured))
 
@@ -230,16 +232,17 @@ def configure_state_topics(
     admin: Admin, cluster: str, topics: list[InternalTopic], dry_run: bool, timeout_s: float
 ) -> list[tuple[str, str, str]]:
     """Set `STATE_TOPIC_CONFIGS` on existing state topics that do not set a key themselves (topics created by an
-    older version, or by hand) or set it to a previous release's default; returns (topic, key, value) for each key
-    set (or, in a dry run, to be set)."""
+    older version, or by hand) or set it to a previous release's default, and `cleanup.policy=compact` on every
+    existing internal topic left at the broker's default (`_check_cleanup`); returns (topic, key, value) for each
+    key set (or, in a dry run, to be set)."""
     try:
         return _configure(admin, cluster, topics, dry_run, timeout_s)
     except KafkaOperationError as err:
         if err.code not in REFUSALS:
             raise
         log.warning(
-            "could not set the segment settings of the state topics %s on '%s' (%s): copies start slower as the "
-            "topics grow; set them by hand (docs/offsets.md) or grant DescribeConfigs and AlterConfigs on them",
+            "could not check or set the settings of the internal topics %s on '%s' (%s): copies start slower as "
+            "the state topics grow; set them by hand (docs/offsets.md) or grant DescribeConfigs and AlterConfigs",
             ", ".join(t.name for t in topics),
             cluster,
             err,
@@ -251,9 +254,14 @@ def _configure(
     admin: Admin, cluster: str, topics: list[InternalTopic], dry_run: bool, timeout_s: float
 ) -> list[tuple[str, str, str]]:
     described = describe_topic_configs(admin, cluster, [t.name for t in topics], timeout_s) if topics else {}
+    by_name = {t.name: t for t in topics}
     changes: dict[str, list[ConfigChange]] = {}
     for name, entries in described.items():
-        for key, value in STATE_TOPIC_CONFIGS.items():
+        wanted = {CLEANUP_POLICY: "compact"}
+        if name in by_name and by_name[name].purpose in STATE_PURPOSES:
+            wanted.update(STATE_TOPIC_CONFIGS)
+        _check_cleanup(name, by_name.get(name), entries.get(CLEANUP_POLICY), cluster)
+        for key, value in wanted.items():
             if _ours_to_set(entries.get(key), key, value):
                 changes.setdefault(name, []).append(ConfigChange(key, "SET", value))
     if changes and not dry_run:
@@ -264,6 +272,36 @@ def _configure(
                 raise  # no permission: `configure_state_topics` warns once
             changes = _one_by_one(admin, cluster, changes, timeout_s)
     return [(name, c.name, c.value or "") for name, cs in sorted(changes.items()) for c in cs]
+
+
+CLEANUP_POLICY = "cleanup.policy"
+
+
+def _check_cleanup(name: str, topic: InternalTopic | None, entry: ConfigValue | None, cluster: str) -> None:
+    """An internal topic must be compacted: one a write created before the topic step (the broker's
+    auto-creation, with its default `delete`) is set to compact by `_configure`; one whose own setting deletes
+    old records is the operator's, and for a state topic that loses the progress of partitions idle longer than
+    its retention (their copy would start again: duplicates), so the flow refuses it, as Kafka Connect refuses
+    an offsets topic that is not compacted. MM2's topics only get a warning (MM2 does not look)."""
+    policies = (entry.value or "").replace(" ", "").split(",") if entry is not None else ["compact"]
+    if entry is None or entry.source != "DYNAMIC_TOPIC_CONFIG" or policies == ["compact"]:
+        return
+    state = topic is not None and topic.purpose in STATE_PURPOSES
+    fix = f"kafka-configs --alter --entity-type topics --entity-name {name} --add-config cleanup.policy=compact"
+    if state and "compact" not in policies:
+        raise MirrorflowError(
+            f"the state topic '{name}' on '{cluster}' has cleanup.policy={entry.value}: the broker would delete the "
+            f"copy's progress and offset map with old segments, and copies would start over (duplicates). Make it "
+            f"compacted ({fix})"
+        )
+    log.warning(
+        "internal topic '%s' on '%s' has cleanup.policy=%s, not compact: records it needs can be deleted with old "
+        "segments (%s)",
+        name,
+        cluster,
+        entry.value,
+        fix,
+    )
 
 
 def _one_by_one(
