@@ -41,7 +41,9 @@ def test_new_source_topics_appear_remotely_with_partitions_and_filtered_configs(
     report = run_control_plane(flow)
 
     assert report.topics is not None
-    assert {(c.name, c.partitions, c.outcome) for c in report.topics.created} == {
+    # Only this test's topics: the flow also replicates `heartbeats`, which other tests on the worker's shared
+    # clusters may have created on A first (A.heartbeats then appears here; seen in a fresh-clone make test).
+    assert {(c.name, c.partitions, c.outcome) for c in report.topics.created if prefix in c.name} == {
         (f"A.{prefix}-x", 3, "created"),
         (f"A.{prefix}-y", 1, "created"),
     }
@@ -78,7 +80,7 @@ def test_new_source_topics_appear_remotely_with_partitions_and_filtered_configs(
 
     again = run_control_plane(flow)
     assert again.topics is not None and again.configs is not None and again.internal_topics is not None
-    assert again.topics.created == () and again.topics.grown == ()
+    assert [c for c in again.topics.created if prefix in c.name] == [] and again.topics.grown == ()
     assert again.configs.topics == ()
     assert again.internal_topics.created == () and again.internal_topics.configured == ()
 
