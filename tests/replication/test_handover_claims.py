@@ -39,7 +39,7 @@ def test_a_run_whose_own_first_commit_landed_before_an_error_is_not_taken_for_ha
 ) -> None:
     """A continuous exactly-once copy's first commit (its claim, now riding with records) reaches the broker, but
     the client reports an error (commit_transaction timing out while EndTxn goes on: librdkafka leaves it to the
-    caller). Nobody fenced this run and no successor exists. `_successor_claimed(0)`, asked before any fence
+    caller). Nobody fenced this run and no successor exists. `_claimant(0)`, asked before any fence
     probe, reads the run's OWN progress: its epoch equals the run's and the run counted no commit, so it takes it
     for "a successor that started from the same progress" and ends the run as handed over: the partition is not
     copied for the rest of the run (nobody else copies it) and the committed batch is missing from the counts.
