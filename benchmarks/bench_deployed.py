@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -132,6 +133,15 @@ def boundaries(rows: list[tuple[Any, ...]]) -> list[tuple[str, float | None, flo
     return found
 
 
+def probe_marks(events: Path) -> None:
+    """Have every Spark worker of the DAG's copy tasks mark its phases in `events`: the scheduler's processes
+    inherit this environment, spark-submit too, and its Python workers run `probe_site/sitecustomize.py`."""
+    here = Path(__file__).resolve().parent
+    os.environ["MIRRORFLOW_PROBE_EVENTS"] = str(events.resolve())
+    path = [str(here / "probe_site"), str(here), os.environ.get("PYTHONPATH", "")]
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, path))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--rate", type=float, default=2000, help="records/s")
@@ -144,7 +154,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-baseline", action="store_true", help="skip the deployed row with handover 0")
     parser.add_argument("--parallelism", type=int, default=6, help="the LocalExecutor's slots")
     parser.add_argument("--keep-logs", type=Path, default=None, help="copy the Airflow task logs here")
+    parser.add_argument(
+        "--probe", type=Path, default=None, help="write the Spark copy's phase marks here (probe_site/sitecustomize.py)"
+    )
     args = parser.parse_args(argv)
+    if args.probe is not None:
+        probe_marks(args.probe)
     with bench_clusters("mirrorflow-deployed-") as (directory, source, target):
         case = Case(0, args.size, args.partitions, f"deployed{run_id()}")
         config = directory / "in-process.properties"

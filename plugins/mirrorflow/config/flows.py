@@ -33,7 +33,8 @@ from mirrorflow.core.patterns import PatternError, compile_patterns, parse_list
 from mirrorflow.core.topic_filter import JAVA_DEFAULT_TOPIC_FILTER
 
 _REPLICATION_FACTORS = [k for k in TYPED_FIELDS.values() if k.endswith("replication.factor")]
-_NON_NEGATIVE = ["mirrorflow.copy.handover.seconds"]  # 0: DAG runs never overlap
+# handover 0: DAG runs never overlap; transaction.min 0: a caught-up copy commits at once
+_NON_NEGATIVE = ["mirrorflow.copy.handover.seconds", "mirrorflow.copy.transaction.min.ms"]
 _POSITIVE = [k for k in TYPED_FIELDS.values() if k.endswith((".seconds", ".ms")) and k not in _NON_NEGATIVE] + [
     "mirrorflow.copy.partitions.per.task",
     "mirrorflow.drill.history",

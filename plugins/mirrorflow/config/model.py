@@ -77,6 +77,7 @@ TYPED_FIELDS: dict[str, str] = {
     "copy_run_seconds": "mirrorflow.copy.run.seconds",
     "copy_handover_seconds": "mirrorflow.copy.handover.seconds",
     "copy_transaction_max_ms": "mirrorflow.copy.transaction.max.ms",
+    "copy_transaction_min_ms": "mirrorflow.copy.transaction.min.ms",
     "copy_partitions_per_task": "mirrorflow.copy.partitions.per.task",
     "schedule": "mirrorflow.schedule",
     "provenance_headers": "mirrorflow.provenance.headers",
@@ -192,6 +193,10 @@ class Flow(BaseModel):
     """How long before a continuous run's copy ends the next run starts (`airflow.schedule.overlapping_runs`)."""
     copy_transaction_max_ms: int = 500
     """The longest a copy transaction stays open: what a record waits at most before it is committed."""
+    copy_transaction_min_ms: int = 100
+    """Continuous copies: the shortest a transaction holding records stays open (capped by the longest), so a
+    caught-up copy commits at most about 10 times a second, as Kafka Streams' exactly-once `commit.interval.ms`
+    (100 ms) does. 0: commit as soon as the copy has caught up."""
     copy_partitions_per_task: int = 8
     """The most source partitions one Spark task copies (in threads) when partitions outnumber Spark's slots."""
     schedule: str = "@continuous"

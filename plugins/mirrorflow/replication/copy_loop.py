@@ -3,7 +3,7 @@ publish offset syncs and metrics (MM2's MirrorSourceTask poll/commit cycle). `co
 
 One pass of `CopyLoop.run`:
   1. `_fill`: read from the source into one open transaction until `batch_records`, `batch_bytes`, `batch_ms`,
-     the interval's end, or (continuous) the reader has caught up;
+     the interval's end, or (continuous) the reader has caught up and the transaction is `batch_min_ms` old;
   2. `_commit`: flush, check every delivery, extend the offset map, store the progress and commit
      (`copy_commit.commit_batch`): records, map and progress become visible together;
   3. `_after_commit`: the offset syncs due (`offset_sync_writer`), the newest position at most every
@@ -52,9 +52,8 @@ HANDOVER_CLAIM_WAIT_S = 30.0
 READ_TIMEOUT_S = 0.1
 CAUGHT_UP_READ_TIMEOUT_S = 0.01
 
-# Metrics snapshots and MM2's "latest position" offset sync go out at most this often (and when the run ends);
-# MM2 promotes its delayed syncs every offset.flush.interval.ms. A continuous copy that keeps up commits every
-# few tens of milliseconds, and a write to two more topics per commit would be most of the brokers' work.
+# MM2's "latest position" offset sync goes out at most this often (and when the run ends), as MM2 promotes its
+# delayed syncs every offset.flush.interval.ms: a caught-up copy commits up to 10 times a second (`batch_min_ms`).
 PUBLISH_INTERVAL_S = 1.0
 
 # Metrics snapshots go out at the first commit, then at most this often, and when the run ends. Every copy start reads
@@ -257,7 +256,7 @@ class CopyLoop:
         """Read into `batch` (one transaction, begun on the first record); True when a transaction began."""
         task, writer, upstreams = self.task, self.writer, batch.upstreams
         batch_deadline = time.monotonic() + task.batch_ms / 1000
-        began = False
+        began, linger_until = False, batch_deadline
         while (
             not at_end
             and not self.commit_start_first
@@ -268,14 +267,14 @@ class CopyLoop:
             wanted = min(self.batch_records - len(upstreams), 10000)
             messages = self.reader.read(wanted, self.read_timeout)
             if not messages:
-                if began and self.continuous:
+                if began and self.continuous and time.monotonic() >= linger_until:
                     break  # nothing more to read: commit what is open instead of holding it
                 if not began and self._ending():
                     break  # idle: nothing to commit, so stop now rather than at the transaction limit
                 continue
             if not began:
                 writer.begin()
-                began = True
+                began, linger_until = True, time.monotonic() + task.batch_min_ms / 1000
             if self.chain is None:
                 at_end = writer.forward(
                     messages, task.remote_topic, task.partition, batch, end=task.end, provenance=self.provenance
@@ -292,9 +291,11 @@ class CopyLoop:
                     provenance=self.provenance,
                     dead_letter=self.dead_letter,
                 )
-            if self.continuous and (len(messages) < wanted or messages[-1].error() is not None):
-                # Caught up: the read drained what the consumer had fetched (or hit the source's end), so
-                # waiting longer would only hold these records back from read_committed consumers.
+            caught_up = len(messages) < wanted or messages[-1].error() is not None
+            if self.continuous and caught_up and time.monotonic() >= linger_until:
+                # Caught up (the read drained what the consumer had fetched, or hit the source's end) and open
+                # for `batch_min_ms`: waiting longer would only hold these records back from read_committed
+                # consumers, and committing sooner would write the state slots at every fetch.
                 break
         return began
 

@@ -90,8 +90,7 @@ def plan_copy(
     if flow.emit_offset_syncs_enabled:
         syncs_topic = policy.offset_syncs_topic(flow.source if syncs_on_target else flow.target)
     syncs_producer = (flow.target_producer if syncs_on_target else flow.source_producer).librdkafka()
-    target_producer = flow.target_producer.librdkafka()
-    target_consumer = flow.target_consumer.librdkafka()
+    target_producer, target_consumer = flow.target_producer.librdkafka(), flow.target_consumer.librdkafka()
     tasks = []
     for t in topics:
         for p in range(t.partitions):
@@ -118,6 +117,7 @@ def plan_copy(
                     provenance=flow.provenance_headers,
                     timeout_s=flow.admin_timeout_ms / 1000,
                     batch_ms=flow.copy_transaction_max_ms,
+                    batch_min_ms=min(flow.copy_transaction_min_ms, flow.copy_transaction_max_ms),
                     source_consumer=source_consumer,
                     target_producer=target_producer,
                     target_consumer=target_consumer,

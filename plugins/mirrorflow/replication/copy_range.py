@@ -13,10 +13,11 @@ Exactly-once (the default), per batch of records:
 At-least-once: an idempotent producer; the segments are written after the records are flushed, and the progress
 only after the segments are confirmed (`copy_commit`), so a crash or a refused write re-copies at most that batch.
 
-A transaction closes at `batch_records`, `batch_bytes` or `batch_ms`, and in continuous mode also as soon as the
-reader has caught up with the source (MM2's exactly-once source tasks commit per poll the same way): a copy that
-keeps up commits small transactions every few tens of milliseconds, so records are visible to read_committed
-consumers quickly; one that is behind fills long transactions, which cost fewer commits per record.
+A transaction closes at `batch_records`, `batch_bytes` or `batch_ms`, and in continuous mode also once the reader
+has caught up with the source and the transaction has been open `batch_min_ms` (100 ms, Kafka Streams' exactly-once
+commit interval): a copy that keeps up commits at most about 10 times a second, so records are visible to
+read_committed consumers quickly without every fetch writing the state slots; one that is behind fills long
+transactions, which cost fewer commits per record.
 
 MM2 offset syncs are written after each commit by a separate, non-transactional producer (as MM2 does), at
 every segment start and whenever downstream drift reaches `offset.lag.max`; a run first rewrites syncs an

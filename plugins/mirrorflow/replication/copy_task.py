@@ -39,6 +39,8 @@ class CopyTask:
     timeout_s: float
     batch_records: int = 50000
     batch_ms: int = 500  # the longest a transaction stays open (`mirrorflow.copy.transaction.max.ms`)
+    # Continuous: the shortest a transaction holding records stays open (`mirrorflow.copy.transaction.min.ms`).
+    batch_min_ms: int = 0
     batch_bytes: int = 64 * 1024 * 1024  # value bytes a transaction may hold, bounding a task's memory
     # The buffers of this range (see `buffer_settings`); `copy_ranges` divides a Spark task's budget among its ranges.
     memory_bytes: int = 256 * 1024 * 1024
