@@ -14,10 +14,11 @@ the brokers allow. Each transaction's commit marker takes a downstream offset: e
 Variants (`--variants`, any subset):
 * `baseline` ("unthinned, 1 GiB segments"): the behaviour before the segment settings. After
   `create_internal_topics`, its state topics get the broker's defaults at topic level (`BROKER_DEFAULTS`), a
-  value the product keeps as an operator's choice; map unthinned (`NO_THINNING`, as shipped).
-* `unthinned`: the product's settings, map unthinned.
-* `thinned`: the product's settings, `offset_runs.DEFAULT_EXACT_RUNS` set to `THINNING_WINDOW` in its process
-  before any `OffsetMap` is built (read at construction; the measurement reports the restored map's window).
+  value the product keeps as an operator's choice; map unthinned (`NO_THINNING`, as shipped before session 16).
+* `unthinned`: the product's settings, map unthinned (`offset_runs.DEFAULT_EXACT_RUNS` set to `NO_THINNING` in
+  its process before any `OffsetMap` is built: read at construction).
+* `thinned`: the product's settings, map thinned (`THINNING_WINDOW`, the default since session 16; set the same
+  way; the measurement reports the restored map's window).
 Accelerated time: the product's segment.ms is 2 minutes (10 until session 15), so a run of minutes would roll few
 segments (the cleaner never cleans a partition's active segment), and its min.compaction.lag.ms (5 min; 15 until
 session 15) keeps any record younger than that from cleaning. `--segment-ms` (default the product's / 40: 3,000;
