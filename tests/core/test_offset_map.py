@@ -808,9 +808,7 @@ def test_folding_and_restoring_200k_stored_runs_is_not_quadratic() -> None:
     folded = StoredRuns()
     for run in records:
         folded.put(run)
-    restored = OffsetMap.restore(
-        folded.runs(), next_upstream=600_000, downstream_end=800_000, exact_runs=NO_THINNING
-    )
+    restored = OffsetMap.restore(folded.runs(), next_upstream=600_000, downstream_end=800_000, exact_runs=NO_THINNING)
     took = time.process_time() - began
     print(f"\nStoredRuns + OffsetMap.restore: 200,000 runs in {took:.2f} s")
     assert restored.segments() == tuple(records)

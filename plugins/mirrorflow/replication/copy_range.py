@@ -197,7 +197,7 @@ def _copy_range(
         try:
             metric_bytes = pool.submit(load_metric_bytes, task)  # after the fence: a predecessor's last snapshot
             newest_sync = pool.submit(newest_offset_sync, task)
-            stored_state = pool.submit(lambda: load_state(task, via.result()))
+            stored_state = pool.submit(lambda: load_state(task, via.result(), ahead.result().fold))
             # The source bounds after the fence, beside the state read when there is one: the fence settles every
             # transaction of a predecessor (the run this one hands over from, or a zombie), so no progress beyond a
             # log end read from now on can be committed, and a boundary waits for one round trip fewer. Without a

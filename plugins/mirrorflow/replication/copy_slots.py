@@ -117,6 +117,21 @@ class LoadedState(NamedTuple):
     map_placement: Placement
 
 
+@dataclass
+class MapFold:
+    """The map as the read ahead of the fence folded it (`read_map_ahead`), and how far into each slot: the read
+    after the fence, the one the run boundary waits for, applies only the records committed since instead of
+    folding every remembered run again (5,300 runs took 0.9 s on the deployed path's 2-core host)."""
+
+    settled: int = -1
+    """The settled count the fold was read with (`load_segments`); -1: nothing reusable."""
+    count: int = 0
+    """The slot count of that read (`Placement.count`): another count reads other slots."""
+    state: SlottedState = field(default_factory=SlottedState)
+    seen: dict[int, int] = field(default_factory=dict)
+    """{slot: the offset after the last record applied}."""
+
+
 class ReadAhead(NamedTuple):
     """The state reader of a copy start and the progress it read before the fence (`state_reader`)."""
 
@@ -124,6 +139,8 @@ class ReadAhead(NamedTuple):
     progress: Progress | None
     """The progress read ahead; None when there is none or it was not read to the end (`read`)."""
     read: bool
+    fold: MapFold
+    """What `read_map_ahead` folded of the map, for `load_state` after the fence."""
 
 
 def state_reader(task: CopyTask) -> ReadAhead:
@@ -141,14 +158,14 @@ def state_reader(task: CopyTask) -> ReadAhead:
         reader.close()
         raise
     if not (task.exactly_once and task.end is None):
-        return ReadAhead(reader, None, False)
+        return ReadAhead(reader, None, False, MapFold())
     reader.wait_s = PRE_READ_WAIT_S
     try:
         progress, _ = load_progress(task, reader)
-        return ReadAhead(reader, progress, True)
+        return ReadAhead(reader, progress, True, MapFold())
     except MirrorflowError as err:
         log.debug("flow %s: reading %s-%s's progress before the fence: %s", task.flow, task.topic, task.partition, err)
-        return ReadAhead(reader, None, False)
+        return ReadAhead(reader, None, False, MapFold())
     finally:
         reader.wait_s = OPEN_TRANSACTION_WAIT_S
 
@@ -158,7 +175,7 @@ def read_map_ahead(task: CopyTask, ahead: ReadAhead) -> LogReader:
     if ahead.read:
         ahead.reader.wait_s = PRE_READ_WAIT_S
         try:
-            load_segments(task, settled_slots(ahead.progress), ahead.reader)
+            load_segments(task, settled_slots(ahead.progress), ahead.reader, ahead.fold)
         except MirrorflowError as err:
             log.debug("flow %s: reading %s-%s's map before the fence: %s", task.flow, task.topic, task.partition, err)
         finally:
@@ -166,12 +183,13 @@ def read_map_ahead(task: CopyTask, ahead: ReadAhead) -> LogReader:
     return ahead.reader
 
 
-def load_state(task: CopyTask, via: LogReader | None = None) -> LoadedState:
+def load_state(task: CopyTask, via: LogReader | None = None, fold: MapFold | None = None) -> LoadedState:
     """`load_progress`, then `load_segments` with the settled count it found, through one reader (a start pays
-    one reader's connections, not one per read): `via` (`state_reader`, closed here) or a new one."""
+    one reader's connections, not one per read): `via` (`state_reader`, closed here) or a new one; `fold`: what
+    the read ahead folded through `via` (`read_map_ahead`)."""
     with via or LogReader(task.target, task.target_consumer, timeout_s=task.timeout_s) as reader:
         progress, progress_placement = load_progress(task, reader)
-        segments, map_placement = load_segments(task, settled_slots(progress), reader)
+        segments, map_placement = load_segments(task, settled_slots(progress), reader, fold)
     return LoadedState(progress, progress_placement, segments, map_placement)
 
 
@@ -181,22 +199,29 @@ def settled_slots(progress: Progress | None) -> int:
     return 0 if progress is None else progress.settled_slots
 
 
-def load_segments(task: CopyTask, settled: int = 0, via: LogReader | None = None) -> tuple[StoredSegments, Placement]:
+def load_segments(
+    task: CopyTask, settled: int = 0, via: LogReader | None = None, fold: MapFold | None = None
+) -> tuple[StoredSegments, Placement]:
     """This partition's stored offset-map runs, the union over its slots applied as every reader applies them
     (`state_records`), and their placement; the head slot alone when the topic has `settled` slots (the
     progress' `settled_slots`, see the module). A segment cuts the older ones it overlaps: keeping the latest record
     per key instead would, after an at-least-once crash that delivered only part of one commit's map records,
     keep an older segment that overlaps a newer one, and `OffsetMap.restore` would refuse the pair at every
-    restart. Keys live somewhere that the union does not hold are stale: tombstoned wherever they live."""
+    restart. Keys live somewhere that the union does not hold are stale: tombstoned wherever they live. `fold`
+    (with `via`, which remembers what it read): continued when it was read at the same settled count and slot
+    count, and left holding this read's fold; a failed read leaves nothing reusable."""
     tp = (task.topic, task.partition)
-    state = SlottedState()
-    placement = _read_chain(
-        task,
-        task.offset_map_topic,
-        lambda records: state.apply_segments(records, topics=[tp[0]]),
-        head_only=lambda count: count == settled,
-        via=via,
-    )
+    if fold is None or fold.settled != settled:
+        fold = MapFold(settled) if fold is None else _restart(fold, settled)
+    try:
+        placement = _fold_chain(task, settled, via, fold)
+        if fold.count not in (0, placement.count):  # another slot count: other slots, fold them afresh
+            placement = _fold_chain(task, settled, via, _restart(fold, settled))
+    except BaseException:
+        _restart(fold, -1)
+        raise
+    fold.count = placement.count
+    state = fold.state
     union = state.runs(tp)
     runs = [] if union is None else union.runs()
     live = {run.upstream_start for run in runs}
@@ -217,6 +242,23 @@ def load_segments(task: CopyTask, settled: int = 0, via: LogReader | None = None
     placement.key_slots = {key: [s for s in slots if s != placement.head] for key, slots in slots_of_key.items()}
     stale = sorted(key for key in slots_of_key if key not in live)
     return StoredSegments(runs, stale), placement
+
+
+def _restart(fold: MapFold, settled: int) -> MapFold:
+    fold.settled, fold.count, fold.state, fold.seen = settled, 0, SlottedState(), {}
+    return fold
+
+
+def _fold_chain(task: CopyTask, settled: int, via: LogReader | None, fold: MapFold) -> Placement:
+    """Apply to `fold` the map records of the partition's chain that it has not applied yet."""
+    return _read_chain(
+        task,
+        task.offset_map_topic,
+        lambda records: fold.state.apply_segments(records, topics=[task.topic]),
+        head_only=lambda count: count == settled,
+        via=via,
+        seen=fold.seen,
+    )
 
 
 def load_snapshot(task: CopyTask, topic: str, key: bytes) -> tuple[bytes | None, Placement]:
@@ -259,9 +301,11 @@ def _read_chain(
     *,
     head_only: Callable[[int], bool] = lambda _count: False,
     via: LogReader | None = None,
+    seen: dict[int, int] | None = None,
 ) -> Placement:
     """Read the partition's chain of slots of `topic` (ascending, as every reader does), or only its head slot
-    when `head_only(count)` holds for the count the metadata gives; its placement."""
+    when `head_only(count)` holds for the count the metadata gives; its placement. `seen` ({slot: offset}):
+    records below are skipped (applied before), and it is moved past each record applied."""
     counts: list[int] = []
 
     def chain(count: int) -> list[int]:
@@ -275,7 +319,7 @@ def _read_chain(
     deadline = time.monotonic() + COUNT_WAIT_S
     while True:
         try:
-            apply(_slot_records(task, topic, chain, counts.append, via))
+            apply(_slot_records(task, topic, chain, counts.append, via, seen))
             break
         except _BehindPlan as err:
             if time.monotonic() >= deadline:
@@ -303,8 +347,9 @@ def _slot_records(
     slots: Callable[[int], list[int]],
     on_count: Callable[[int], None] | None,
     via: LogReader | None,
+    seen: dict[int, int] | None = None,
 ) -> Iterator[SlotRecord]:
-    for p, _o, key, value, _ts in read_to_end(
+    for p, offset, key, value, _ts in read_to_end(
         task.target,
         task.target_consumer,
         topic,
@@ -314,4 +359,8 @@ def _slot_records(
         wait_s=OPEN_TRANSACTION_WAIT_S,
         via=via,
     ):
+        if seen is not None:
+            if offset < seen.get(p, 0):
+                continue
+            seen[p] = offset + 1
         yield p, key, value
