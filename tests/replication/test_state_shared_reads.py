@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -128,4 +127,3 @@ def test_a_tasks_ranges_fetch_their_shared_slot_once_and_resume_exactly(
         assert copied == values[p], f"partition {p}: every record once, in order"
     report = audit_flow(flow, topics=topic)
     assert {k: report[k] for k in FAULT_KEYS} == dict.fromkeys(FAULT_KEYS, 0) and report["clean"] is True, report
-
