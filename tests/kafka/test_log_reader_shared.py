@@ -132,3 +132,15 @@ def test_a_read_waiting_behind_another_takes_its_end_once_it_holds_the_partition
     entry.lock.release()
     patient.join(60)
     assert outcome["patient"] == fresh(conf, topic) and outcome["patient"][b"k1"] == b"while it waited"
+
+
+def test_a_partition_last_read_longer_ago_than_tombstones_are_kept_is_read_from_its_start(kafka: KafkaKit) -> None:
+    """The cleaner drops a tombstone `delete.retention.ms` after it cleaned the record: a cache continuing from an
+    older read would keep the deleted key (`compacted_tail.MAX_GAP_S`, the same rule)."""
+    topic, conf, producer = setup(kafka)
+    cache = LogCache(max_gap_s=0.0)
+    with reader(conf, cache) as first, reader(conf, cache) as later:
+        assert len(latest_values(first.read(topic, partitions=[0]))) == 10
+        committed(producer, topic, {b"k3": None})
+        assert latest_values(later.read(topic, partitions=[0])) == fresh(conf, topic)
+        assert cache.records == 10 + 11, "read again from the start: the ten records and the tombstone"

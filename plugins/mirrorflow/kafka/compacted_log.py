@@ -24,7 +24,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.kafka.clients import consumer as make_consumer
-from mirrorflow.kafka.log_cache import Kept, LogCache, Record, behind
+from mirrorflow.kafka.log_cache import Kept, LogCache, Record, behind, boot_clock
 from mirrorflow.kafka.operation_error import KafkaOperationError
 
 OPEN_TRANSACTION_WAIT_S = 90.0
@@ -199,11 +199,12 @@ class LogReader:
         yield from served
 
     def _tail(self, topic: str, ends: dict[int, int], kept: Mapping[int, Kept], since: float | None) -> None:
-        """Fetch the partitions in `ends` from where their reads stopped (from the start where a partition now
-        ends below that: re-created) into `kept`; a stall is recorded for the reads waiting behind this one."""
+        """Fetch the partitions in `ends` from where their reads stopped into `kept` (from the start where a
+        partition now ends below that, re-created, or was last read longer ago than the cache's `max_gap_s`); a
+        stall is recorded for the reads waiting behind this one."""
         assert self._cache is not None
         for p, end in ends.items():
-            if kept[p].position > end:
+            if kept[p].position > end or boot_clock() - kept[p].read_at > self._cache.max_gap_s:
                 kept[p].forget()
         starts = {p: kept[p].position for p in ends}
         fetched = 0
@@ -213,7 +214,7 @@ class LogReader:
                 fetched += 1
             for p, end in ends.items():
                 kept[p].reach(end)
-                kept[p].failure = None
+                kept[p].failure, kept[p].read_at = None, boot_clock()
         except StalledReadError as err:
             earlier = [kept[p].failure for p in ends if isinstance(kept[p].failure, OpenTransactionError)]
             for p in ends:

@@ -18,6 +18,21 @@ from __future__ import annotations
 import threading
 import time
 
+MAX_GAP_S = 12 * 3600.0
+"""The longest time between two reads of a topic that may continue where the first ended; after a longer gap the
+topic is read again from its start. Once the log cleaner has passed a tombstone, the broker keeps it only
+`delete.retention.ms`: a reader that continues after that finds neither the deleted record's tombstone nor a sign
+that it missed one, and keeps a key that is gone. This default is half of Kafka's default (24 h); a caller whose
+topics keep tombstones for less passes half of theirs (the state topics: `internal_topics.STATE_TAIL_MAX_GAP_S`)."""
+
+
+def boot_clock() -> float:
+    """Seconds on a clock that also runs while the host is suspended (a gap must count that time: the broker's
+    retention runs on), where Linux has one; wall-clock time elsewhere."""
+    boottime = getattr(time, "CLOCK_BOOTTIME", None)
+    return time.clock_gettime(boottime) if boottime is not None else time.time()
+
+
 Record = tuple[int, int, bytes | None, bytes | None, int]
 """(partition, offset, key, value, timestamp_ms), as `compacted_log.read_to_end` yields them."""
 
@@ -25,7 +40,7 @@ Record = tuple[int, int, bytes | None, bytes | None, int]
 class Kept:
     """One partition's remembered records, where reads of it stopped, and the lock of the read moving them."""
 
-    __slots__ = ("failure", "lock", "moved_at", "position", "records")
+    __slots__ = ("failure", "lock", "moved_at", "position", "read_at", "records")
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -35,6 +50,8 @@ class Kept:
         """When a read last moved `position`: a reader waiting behind the lock counts that as its own progress."""
         self.failure: Exception | None = None
         """The error of the last read that stopped short of its end (cleared by one that reached it)."""
+        self.read_at = boot_clock()
+        """When a read last fetched up to its end here (`LogCache.max_gap_s`)."""
 
     def keep(self, record: Record) -> None:
         """`record` is the latest of its key, and everything below it has been read."""
@@ -46,7 +63,8 @@ class Kept:
             self.position, self.moved_at = position, time.monotonic()
 
     def forget(self) -> None:
-        """The partition now ends below where the reads stopped: it was re-created, read it again from the start."""
+        """Read the partition again from its start: it now ends below where the reads stopped (re-created), or the
+        last read is so long ago that the cleaner may have dropped tombstones this memory needed (`MAX_GAP_S`)."""
         self.records.clear()
         self.position = 0
 
@@ -70,7 +88,10 @@ class LogCache:
     what its reads fetched from the brokers (`fetches`: partition reads that fetched; `records`: records
     fetched), which the benchmark and tests count."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_gap_s: float = MAX_GAP_S) -> None:
+        """`max_gap_s`: the longest time between two reads of a partition that may continue where the first one
+        stopped (`MAX_GAP_S`; the state topics pass half their `delete.retention.ms`)."""
+        self.max_gap_s = max_gap_s
         self._lock = threading.Lock()
         self._kept: dict[tuple[str, bool, str, int], Kept] = {}
         self.fetches = 0

@@ -23,6 +23,7 @@ from dataclasses import replace
 from mirrorflow.kafka.log_cache import LogCache
 from mirrorflow.replication.copy_range import copy_range
 from mirrorflow.replication.copy_task import CopyResult, CopyTask
+from mirrorflow.replication.internal_topics import STATE_TAIL_MAX_GAP_S
 
 TASK_MEMORY_BYTES = 256 * 1024 * 1024
 """The buffers of one Spark task, shared by its ranges: with Python and the records in flight a task stays within
@@ -33,7 +34,9 @@ MIN_RANGE_MEMORY_BYTES = 16 * 1024 * 1024
 def copy_ranges(tasks: Sequence[CopyTask], shared: LogCache | None = None) -> list[CopyResult]:
     """Copy every range concurrently; the results in the order of `tasks`, or the first failure raised. `shared`:
     the cache of the ranges' state reads (a new one if None; given by a caller that counts its fetches)."""
-    shared = LogCache() if shared is None else shared
+    # A range that takes its partition back late in a run (`copy_claims`) reads through the cache again: after a
+    # gap longer than the state topics keep tombstones (half of it), it reads from the start.
+    shared = LogCache(max_gap_s=STATE_TAIL_MAX_GAP_S) if shared is None else shared
     share = max(TASK_MEMORY_BYTES // max(len(tasks), 1), MIN_RANGE_MEMORY_BYTES)
     tasks = [replace(task, memory_bytes=min(task.memory_bytes, share)) for task in tasks]
     if len(tasks) == 1:
