@@ -136,7 +136,7 @@ def test_a_read_waiting_behind_another_takes_its_end_once_it_holds_the_partition
 
 def test_a_partition_last_read_longer_ago_than_tombstones_are_kept_is_read_from_its_start(kafka: KafkaKit) -> None:
     """The cleaner drops a tombstone `delete.retention.ms` after it cleaned the record: a cache continuing from an
-    older read would keep the deleted key (`compacted_tail.MAX_GAP_S`, the same rule)."""
+    older read would keep the deleted key (`log_cache.MAX_GAP_S`, the rule `CompactedTail` follows too)."""
     topic, conf, producer = setup(kafka)
     cache = LogCache(max_gap_s=0.0)
     with reader(conf, cache) as first, reader(conf, cache) as later:
