@@ -6,6 +6,7 @@ read waiting behind another takes its end once it holds the partition."""
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -144,3 +145,41 @@ def test_a_partition_last_read_longer_ago_than_tombstones_are_kept_is_read_from_
         committed(producer, topic, {b"k3": None})
         assert latest_values(later.read(topic, partitions=[0])) == fresh(conf, topic)
         assert cache.records == 10 + 11, "read again from the start: the ten records and the tombstone"
+
+
+def test_reads_ahead_of_the_fence_give_up_on_an_open_transaction_together_not_one_after_another(
+    kafka: KafkaKit,
+) -> None:
+    """A killed run leaves a transaction open on a slot that six ranges of the next run's task read ahead of their
+    fences with a 2 s bound (`copy_slots.PRE_READ_WAIT_S`). Alone, each would give up after 2 s, all at once; behind
+    one another on the slot's lock they must not add up to 12 s: a read waiting behind another counts the time
+    since it began, and the first one's stall is every waiter's stall."""
+    topic, conf, producer = setup(kafka)
+    producer.begin_transaction()
+    producer.produce(topic, key=b"k5", value=b"left open", partition=0)
+    producer.flush(30)
+    cache = LogCache()
+    readers = [reader(conf, cache, wait_s=2.0) for _ in range(6)]
+    outcomes: list[BaseException | None] = [None] * len(readers)
+    start = threading.Barrier(len(readers))
+
+    def ahead(i: int) -> None:
+        start.wait(30)
+        try:
+            list(readers[i].read(topic, partitions=[0]))
+        except StalledReadError as err:
+            outcomes[i] = err
+
+    threads = [threading.Thread(target=ahead, args=(i,)) for i in range(len(readers))]
+    began = time.monotonic()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    took = time.monotonic() - began
+    for r in readers:
+        r.close()
+    producer.abort_transaction(30)
+    assert all(isinstance(o, StalledReadError) for o in outcomes), outcomes
+    assert any(isinstance(o, OpenTransactionError) for o in outcomes), "the reader that met it names it"
+    assert took < 6.0, f"six reads ahead took {took:.1f} s: they waited one after another"
