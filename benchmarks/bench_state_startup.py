@@ -10,6 +10,10 @@ and one metrics snapshot, each in the partition's head slot, the progress saying
 start-up reads run for a sample of partitions: `load_progress`, `load_segments` and `load_snapshot`
 (`replication/copy_slots.py`), and the bench prints, per task, the state bytes they decoded (keys and values) and
 the wall seconds they took (median), with the one-partition layout as the baseline.
+
+Then, on the slots layout, per Spark task of 8 ranges (`state_tasks.py`): today's round-robin groups with a read
+per range beside the groups by slot with reads shared by the task's ranges (issue 17, docs/scaling.md item 1),
+both measured in the same run on the same seeded state.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from mirrorflow.replication.copy_task import CopyTask
 from mirrorflow.replication.flow_clients import FlowClients
 from mirrorflow.replication.internal_topics import create_internal_topics
 from mirrorflow.replication.metrics import PartitionMetrics, snapshot_key
+from state_tasks import PER_TASK, TaskFigures, measure_tasks
 
 LAYOUTS = ("one partition", "slots")
 
@@ -144,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="100,500,2000", help="source partitions of each flow")
     parser.add_argument("--sample", type=int, default=40, help="tasks measured per flow")
     parser.add_argument("--dirty", type=int, default=10, help="progress records per partition (uncleaned log)")
+    parser.add_argument("--task-sample", type=int, default=8, help="Spark tasks of 8 ranges measured per way")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
     rid = run_id()
@@ -154,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         write_config(config, source, target, flows)
         loaded = load_config(config)
         rows = []
+        task_rows: list[tuple[int, int, dict[str, TaskFigures]]] = []
         for size in sizes:
             for layout in LAYOUTS:
                 flow = loaded.flow(f"s{size}{layout[0]}->B")
@@ -162,13 +169,29 @@ def main(argv: list[str] | None = None) -> int:
                 decoded, seconds, shared = measure(tasks, args.sample)
                 rows.append((size, layout, tasks[0].state_partitions, decoded, seconds, shared))
                 print(f"{size} partitions, {layout}: {decoded / 1000:.1f} KB, {seconds * 1000:.0f} ms", flush=True)
+                if layout == "slots":
+                    task_rows.append((size, tasks[0].state_partitions, measure_tasks(tasks, args.task_sample)))
+                    print(f"{size} partitions, per task: {task_rows[-1][2]}", flush=True)
     print("\n| source partitions | layout | state topic partitions | partitions' state read per task (mean) |", end="")
     print(" state bytes decoded per task | start-up reads per task |")
     print("|---|---|---|---|---|---|")
     for size, layout, count, decoded, seconds, shared in rows:
         row = f"| {size:,} | {layout} | {count} | {shared:.1f} | {decoded / 1000:.1f} KB | {seconds * 1000:.0f} ms |"
         print(row)
+    print_tasks(task_rows)
     return 0
+
+
+def print_tasks(rows: list[tuple[int, int, dict[str, TaskFigures]]]) -> None:
+    print(f"\nPer Spark task of {PER_TASK} ranges (slots layout; medians over the sampled tasks):\n")
+    print("| source partitions | slots | today: round-robin, a read per range | grouped by slot, shared reads |")
+    print("|---|---|---|---|")
+    for size, count, ways in rows:
+        cells = [
+            f"{f.partitions:.0f} partitions' state, {f.fetched / 1000:.1f} KB, {f.seconds * 1000:.0f} ms"
+            for f in (ways["today"], ways["grouped, shared"])
+        ]
+        print(f"| {size:,} | {count} | {cells[0]} | {cells[1]} |")
 
 
 if __name__ == "__main__":

@@ -60,10 +60,11 @@ from scale_state import (  # noqa: E402
     TAIL_S,
     startup_scan,
     tail_scan,
+    task_scan,
     timed,
 )
 
-__all__ = ["PATCHED", "startup_scan", "tail_scan", "timed"]
+__all__ = ["PATCHED", "startup_scan", "tail_scan", "task_scan", "timed"]
 
 
 def synthetic_ids(plan: FlowPlan) -> dict[str, tuple[str, str]]:
@@ -290,10 +291,9 @@ def main(argv: list[str] | None = None) -> int:
     report("XCom and logs", xcom_sizes(flow, plan, tasks, first_plan))
     report("copy task start-up scan", startup_scan(tasks, args.dirty))
     rates = [float(r) for r in args.commit_rates.split(",") if r.strip()]
-    report(
-        "copy task start-up in steady state (settled head, uncleaned tail)",
-        tail_scan(tasks, rates, args.tail_seconds, args.snapshot_seconds, args.markers_seconds),
-    )
+    tail = tail_scan(tasks, rates, args.tail_seconds, args.snapshot_seconds, args.markers_seconds)
+    report("copy task start-up in steady state (settled head, uncleaned tail)", tail)
+    report("Spark task start-up (8 ranges): a read per range vs grouped by slot, shared", task_scan(tasks, tail, rates))
     report("DAG parsing", dag_parsing(args.flows, args.clusters))
     if args.spark != "none":
         report("Spark", spark_tasks(tasks, args.spark_tasks or len(tasks), args.spark))

@@ -26,6 +26,7 @@ import statistics
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 from mirrorflow.core.offset_map import Segment, encode_segment
@@ -33,9 +34,11 @@ from mirrorflow.core.progress import Progress, encode_progress
 from mirrorflow.core.state_slots import head_slot, sized_state_partitions
 from mirrorflow.replication import copy_setup, copy_slots
 from mirrorflow.replication.copy_loop import SNAPSHOT_INTERVAL_S
+from mirrorflow.replication.copy_plan import spread
 from mirrorflow.replication.copy_task import CopyTask
 from mirrorflow.replication.internal_topics import STATE_TOPIC_CONFIGS
 from mirrorflow.replication.metrics import PartitionMetrics, snapshot_key
+from mirrorflow.replication.slot_groups import slot_key
 
 Record = tuple[int, int, bytes | None, bytes | None, int]
 
@@ -235,4 +238,33 @@ def tail_scan(
         )
         found[f"{label}: MB fetched per range (x8 per Spark task)"] = m["mb"]
         found[f"{label}: CPU ms per range"] = m["cpu_ms"]
+    return found
+
+
+def task_scan(tasks: list[CopyTask], tail: dict[str, Any], rates: list[float], per_task: int = 8) -> dict[str, Any]:
+    """Per Spark task of `per_task` ranges: the partitions whose state its start fetches, today (round-robin
+    groups, a read per range: each range's whole head slot) beside the groups of `copy_plan.spread` with reads
+    shared by the task's ranges (each slot the task touches, once), and the MB that makes at each commit rate,
+    scaled from `tail_scan`'s per-range figure (MB per partition sharing the slot x partitions fetched)."""
+    slots = sized_state_partitions(len(tasks))
+    sized = [replace(t, state_partitions=slots) for t in tasks]
+    sizes = Counter(slot_key(t) for t in sized)
+    median_slot = sorted(sizes.values())[len(sizes) // 2]
+    grouped = spread(sized, 1, per_task)
+    ways = {
+        "today (round-robin, a read per range)": ([sized[i :: len(grouped)] for i in range(len(grouped))], False),
+        "grouped by slot, shared reads": (grouped, True),
+    }
+    found: dict[str, Any] = {"Spark tasks": len(grouped)}
+    for way, (groups, shared) in ways.items():
+        fetched = [
+            sum(sizes[k] for k in {slot_key(t) for t in g}) if shared else sum(sizes[slot_key(t)] for t in g)
+            for g in groups
+        ]
+        middle = statistics.median(fetched)
+        found[f"{way}: partitions' state fetched per task (median / max)"] = f"{middle:.0f} / {max(fetched)}"
+        for rate in [0.0, *rates]:
+            label = f"c = {rate:g}/s" if rate else "c = 0 (live state only, baseline)"
+            per_partition = float(tail[f"{label}: MB fetched per range (x8 per Spark task)"]) / median_slot
+            found[f"{way}: {label}: MB fetched per task"] = round(per_partition * middle, 3)
     return found

@@ -72,3 +72,26 @@ def test_the_tail_model_reads_every_commit_of_the_slot_in_the_tail(scale_sim: Mo
     assert found["c = 0.5/s: MB fetched per range (x8 per Spark task)"] > baseline
     sparse = scale_sim.tail_scan([replace(t, timeout_s=1.0) for t in tasks], [0.5], tail_s=20.0, snapshot_s=4.0)
     assert sparse["c = 0.5/s: progress / map / metrics records read"].endswith(f" / {5 * mates}"), "one per 4 s"
+
+
+def test_the_task_model_counts_each_slot_once_per_task_when_reads_are_shared(
+    scale_sim: ModuleType, tmp_path: Path
+) -> None:
+    """Per Spark task of 8 ranges: today each range fetches its whole head slot; grouped by slot with shared reads,
+    each slot the task touches is fetched once (issue 17, docs/scaling.md item 1), and the MB follow."""
+    config = tmp_path / "mm2.properties"
+    config.write_text(
+        "clusters = A, B\nA.bootstrap.servers = 127.0.0.1:1\nB.bootstrap.servers = 127.0.0.1:2\nA->B.enabled = true\n"
+    )
+    flow = scale_sim.load_config(config).flow("A->B")
+    _planned, tasks, _plan = scale_sim.planning(flow, 400, 10)
+    labels = ("0 (live state only, baseline)", "1/s")
+    tail = {f"c = {label}: MB fetched per range (x8 per Spark task)": 1.0 for label in labels}
+    found = scale_sim.task_scan(tasks, tail, [1.0])
+    today = found["today (round-robin, a read per range): partitions' state fetched per task (median / max)"]
+    shared = found["grouped by slot, shared reads: partitions' state fetched per task (median / max)"]
+    assert int(shared.split(" / ")[0]) * 2 < int(today.split(" / ")[0]), (today, shared)
+    assert (
+        found["grouped by slot, shared reads: c = 1/s: MB fetched per task"]
+        < found["today (round-robin, a read per range): c = 1/s: MB fetched per task"]
+    )

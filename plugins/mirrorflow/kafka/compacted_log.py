@@ -24,6 +24,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.kafka.clients import consumer as make_consumer
+from mirrorflow.kafka.log_cache import Kept, LogCache, Record, behind, boot_clock
 from mirrorflow.kafka.operation_error import KafkaOperationError
 
 OPEN_TRANSACTION_WAIT_S = 90.0
@@ -81,16 +82,6 @@ def latest_values(records: Iterable[tuple[int, int, bytes | None, bytes | None, 
     return latest
 
 
-class _Kept:
-    """What a remembering `LogReader` read of one partition: the latest record per key, and where it stopped."""
-
-    __slots__ = ("position", "records")
-
-    def __init__(self) -> None:
-        self.records: dict[bytes | int, tuple[int, int, bytes | None, bytes | None, int]] = {}
-        self.position = 0
-
-
 class LogReader:
     """Reads to the true end through one pair of clients, as often as needed: a copy start reads several state
     topics and slots one after the other, and each new client pays its connections and metadata again (about
@@ -107,14 +98,18 @@ class LogReader:
         timeout_s: float = 60.0,
         wait_s: float = OPEN_TRANSACTION_WAIT_S,
         remember: bool = False,
+        shared: LogCache | None = None,
     ) -> None:
         """`remember`: keep what each read delivered, as compaction would (the latest record per key, in offset
         order), and where it stopped: a later read of the same partition yields those records, then reads only
         from there to the new true end. That is a read of the log as a reader that started earlier and went on
         sees it, and what a read from the start sees once the cleaner has run. A copy start reads its state so
-        before its fence, then again after it: the second read, the one a run boundary waits for, is a tail."""
+        before its fence, then again after it: the second read, the one a run boundary waits for, is a tail.
+        `shared`: remember in that cache, which other readers (other threads) share (`log_cache`: the ranges of
+        one Spark task); each read still takes its own ends and waits with its own `wait_s`."""
         self.cluster, self._conf, self._timeout_s, self.wait_s = cluster, conf, timeout_s, wait_s
-        self._kept: dict[tuple[str, int], _Kept] | None = {} if remember else None
+        self._committed = read_committed
+        self._cache = shared if shared is not None else LogCache() if remember else None
         self._reader = make_consumer(
             conf,
             **{
@@ -134,7 +129,7 @@ class LogReader:
         partitions: Sequence[int] | Callable[[int], Sequence[int]] | None = None,
         require: bool = False,
         on_count: Callable[[int], None] | None = None,
-    ) -> Iterator[tuple[int, int, bytes | None, bytes | None, int]]:
+    ) -> Iterator[Record]:
         """`read_to_end` of `topic` through this reader's clients."""
         try:
             metadata = self._reader.list_topics(topic, timeout=self._timeout_s).topics.get(topic)
@@ -154,60 +149,83 @@ class LogReader:
             wanted = sorted(metadata.partitions) if partitions is None else sorted(partitions)
             if self._asker is None:
                 self._asker = make_consumer(self._conf, **{"isolation.level": "read_uncommitted"})
+            if self._cache is not None:
+                yield from self._read_kept(topic, wanted)
+                return
             for ends in _true_ends(self._asker, topic, wanted, self._timeout_s):
-                yield from self._read_span(topic, ends)
+                yield from self._fetch(topic, ends)
         except KafkaException as err:
             raise KafkaOperationError(self.cluster, f"reading topic '{topic}'", err) from err
 
-    def _read_span(
-        self, topic: str, ends: dict[int, int]
-    ) -> Iterator[tuple[int, int, bytes | None, bytes | None, int]]:
-        """The records of the partitions in `ends` below those ends (see `read`): the remembered ones first."""
-        if self._kept is None:
-            starts: dict[int, int] = {}
-        else:
-            starts = self._kept_starts(topic, ends)
-            for p in ends:
-                kept = self._kept.get((topic, p))
-                yield from sorted(kept.records.values(), key=lambda r: r[1]) if kept and p in starts else ()
+    def _fetch(
+        self, topic: str, ends: dict[int, int], starts: Mapping[int, int] | None = None, since: float | None = None
+    ) -> Iterator[Record]:
+        """The records of the partitions in `ends` from `starts` (default 0) below those ends (see `read`)."""
+        starts = starts or {}
         ends = {p: end for p, end in ends.items() if starts.get(p, 0) < end}
         if not ends:
             return
         self._reader.assign([TopicPartition(topic, p, starts.get(p, 0)) for p in ends])
         try:
-            for record in consume_to(self._reader, self.cluster, topic, ends, self.wait_s, starts):
-                self._keep(topic, record, record[1] + 1)
-                yield record
-            for p, end in ends.items():
-                self._keep(topic, None, end, p)
+            yield from consume_to(self._reader, self.cluster, topic, ends, self.wait_s, starts, since)
         finally:
             self._reader.unassign()
 
-    def _kept_starts(self, topic: str, ends: Mapping[int, int]) -> dict[int, int]:
-        """Where the reads of `topic`'s partitions resume: where the last read stopped, unless the partition now
-        ends below that (re-created: read again from the start)."""
-        assert self._kept is not None
-        starts = {}
-        for p, end in ends.items():
-            kept = self._kept.get((topic, p))
-            if kept is not None and kept.position > end:
-                del self._kept[(topic, p)]
-            elif kept is not None:
-                starts[p] = kept.position
-        return starts
+    def _read_kept(self, topic: str, wanted: Sequence[int]) -> Iterator[Record]:
+        """A remembering read (`log_cache`): the partitions' locks taken in ascending order (so two reads never
+        wait for each other crosswise), then their ends, the fetch from where the reads stopped, and what is
+        remembered, yielded once the locks are released (a reader that stops iterating holds nothing)."""
+        assert self._cache is not None and self._asker is not None
+        since = time.monotonic()
+        kept = {p: self._cache.entry(self.cluster, self._committed, topic, p) for p in wanted}
+        held: list[Kept] = []
+        served: list[Record] = []
+        try:
+            waited = False
+            for p, entry in kept.items():
+                got = entry.hold(since, self.wait_s)
+                if got is None:
+                    earlier = entry.failure
+                    stalled = type(earlier) if isinstance(earlier, StalledReadError) else StalledReadError
+                    raise stalled(str(earlier) if earlier else behind(self.cluster, topic, p, self.wait_s))
+                held.append(entry)
+                waited = waited or got
+            for ends in _true_ends(self._asker, topic, wanted, self._timeout_s):
+                self._tail(topic, ends, kept, max(since, *(kept[p].moved_at for p in ends)) if waited else None)
+                served += (r for p in ends for r in kept[p].in_order())
+        finally:
+            for entry in held:
+                entry.lock.release()
+        yield from served
 
-    def _keep(
-        self, topic: str, record: tuple[int, int, bytes | None, bytes | None, int] | None, position: int, p: int = 0
-    ) -> None:
-        """Remember `record` (the latest of its key) and that the read of its partition (`p` with no record)
-        reached `position`."""
-        if self._kept is None:
-            return
-        p = record[0] if record is not None else p
-        kept = self._kept.setdefault((topic, p), _Kept())
-        if record is not None:
-            kept.records[record[2] if record[2] is not None else record[1]] = record
-        kept.position = max(kept.position, position)
+    def _tail(self, topic: str, ends: dict[int, int], kept: Mapping[int, Kept], since: float | None) -> None:
+        """Fetch the partitions in `ends` from where their reads stopped into `kept` (from the start where a
+        partition now ends below that, re-created, or was last read longer ago than the cache's `max_gap_s`); a
+        stall is recorded for the reads waiting behind this one."""
+        assert self._cache is not None
+        for p, end in ends.items():
+            if kept[p].position > end or boot_clock() - kept[p].read_at > self._cache.max_gap_s:
+                kept[p].forget()
+        starts = {p: kept[p].position for p in ends}
+        fetched = 0
+        try:
+            for record in self._fetch(topic, ends, starts, since):
+                kept[record[0]].keep(record)
+                fetched += 1
+            for p, end in ends.items():
+                kept[p].reach(end)
+                kept[p].failure, kept[p].read_at = None, boot_clock()
+        except StalledReadError as err:
+            earlier = [kept[p].failure for p in ends if isinstance(kept[p].failure, OpenTransactionError)]
+            for p in ends:
+                kept[p].failure = err
+            if since is not None and earlier and not isinstance(err, OpenTransactionError):
+                # Waited out behind a read that met the open transaction, this one ran out of patience before it
+                # met it itself: the earlier read's diagnosis is the one that says what to do.
+                raise OpenTransactionError(str(earlier[0])) from err
+            raise
+        finally:
+            self._cache.fetched(sum(1 for p, end in ends.items() if starts[p] < end), fetched)
 
     def connect(self, *topics: str) -> None:
         """Open the clients' broker connections and fetch the topics' metadata now, ahead of the reads: a copy
@@ -247,7 +265,7 @@ def read_to_end(
     require: bool = False,
     on_count: Callable[[int], None] | None = None,
     via: LogReader | None = None,
-) -> Iterator[tuple[int, int, bytes | None, bytes | None, int]]:
+) -> Iterator[Record]:
     """Yield (partition, offset, key, value, timestamp_ms) of every record below each partition's high
     watermark at the call; nothing if the topic is absent, unless `require` (then `MissingTopicError`).
     `partitions` (default all) may be chosen from the topic's partition count, which `on_count` is told (0 when
@@ -300,16 +318,18 @@ def consume_to(
     ends: dict[int, int],
     wait_s: float,
     starts: Mapping[int, int] | None = None,
-) -> Iterator[tuple[int, int, bytes | None, bytes | None, int]]:
+    since: float | None = None,
+) -> Iterator[Record]:
     """Records below `ends` (from `starts`, default 0); a partition is done when the reader's position reaches
-    its end. An event about another partition (an error queued for an earlier read of a shared reader) is not
-    this read's business. A client-wide error fails the read when it is fatal or refuses access; any other
-    (a broker connection that dropped, which librdkafka retries) is named in the stall error if it lasts."""
+    its end. `since`: when the wait for progress began, if before this call (a read that waited behind another
+    read of the same partitions, `log_cache`). An event about another partition (an error queued for an earlier
+    read of a shared reader) is not this read's business. A client-wide error fails the read when it is fatal or
+    refuses access; any other (a dropped broker connection, which librdkafka retries) is named if it lasts."""
     pending = dict(ends)
     reached = {p: (starts or {}).get(p, 0) for p in ends}  # the reader's position: the next offset it delivers
     stable_below: set[int] = set()  # partitions whose end-of-partition came at a last stable offset below the end
     notices: list[str] = []
-    stalled_since = time.monotonic()
+    stalled_since = time.monotonic() if since is None else since
     while pending:
         moved = False
         for m in reader.consume(num_messages=1000, timeout=0.05):

@@ -6,7 +6,6 @@ are waited out); what this adds is the memory of where each partition was read t
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
@@ -14,22 +13,9 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from mirrorflow.kafka.clients import admin_client
 from mirrorflow.kafka.clients import consumer as make_consumer
 from mirrorflow.kafka.compacted_log import OPEN_TRANSACTION_WAIT_S, MissingTopicError, consume_to
+from mirrorflow.kafka.log_cache import MAX_GAP_S, boot_clock
 from mirrorflow.kafka.operation_error import KafkaOperationError
 from mirrorflow.kafka.topics import topic_ids
-
-MAX_GAP_S = 12 * 3600.0
-"""The longest time between two reads of a topic that may continue where the first ended; after a longer gap the
-topic is read again from its start. Once the log cleaner has passed a tombstone, the broker keeps it only
-`delete.retention.ms`: a reader that continues after that finds neither the deleted record's tombstone nor a sign
-that it missed one, and keeps a key that is gone. This default is half of Kafka's default (24 h); a caller whose
-topics keep tombstones for less passes half of theirs (the state topics: `internal_topics.STATE_TAIL_MAX_GAP_S`)."""
-
-
-def boot_clock() -> float:
-    """Seconds on a clock that also runs while the host is suspended (a gap must count that time: the broker's
-    retention runs on), where Linux has one; wall-clock time elsewhere."""
-    boottime = getattr(time, "CLOCK_BOOTTIME", None)
-    return time.clock_gettime(boottime) if boottime is not None else time.time()
 
 
 class CompactedTail:

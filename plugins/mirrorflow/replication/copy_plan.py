@@ -29,6 +29,7 @@ from mirrorflow.kafka.topics import max_message_bytes, topic_ids
 from mirrorflow.replication.copy_task import CopyResult, CopyTask, reads_committed
 from mirrorflow.replication.discovery import FlowPlan
 from mirrorflow.replication.metrics import metrics_topic
+from mirrorflow.replication.slot_groups import pack
 
 IDENTITY_RETRY_S = 10.0  # how long a topic discovery listed may stay unknown to DescribeTopics
 
@@ -203,15 +204,17 @@ def spread(
     tasks: list[CopyTask], slots: int, most_per_task: int, most_groups: int | None = None
 ) -> list[list[CopyTask]]:
     """Group copy ranges into Spark tasks: one per slot when partitions outnumber slots (more groups only when a
-    group would exceed `most_per_task`), else one range per task. Round-robin, so the partitions of one busy
-    topic spread over the groups. `most_groups` (a continuous copy's cores) wins over `most_per_task`: a group
-    beyond the cores would wait, copying nothing, until another one's whole run has ended."""
+    group would exceed `most_per_task`), else one range per task. The groups have round-robin's sizes and keep
+    the partitions of one topic spread over them; within that, ranges whose state shares a slot go together, so
+    that the task fetches the slot once (`slot_groups`, which argues the order). `most_groups` (a continuous
+    copy's cores) wins over `most_per_task`: a group beyond the cores would wait, copying nothing, until another
+    one's whole run has ended."""
     if not tasks:
         return []
     groups = min(len(tasks), max(slots, 1, -(-len(tasks) // max(most_per_task, 1))))
     if most_groups is not None:
         groups = max(1, min(groups, most_groups))
-    return [tasks[i::groups] for i in range(groups)]
+    return pack(tasks, groups)
 
 
 def spread_quiet(

@@ -49,6 +49,7 @@ from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.core.offset_map import OffsetMap
 from mirrorflow.core.progress import Progress
 from mirrorflow.kafka.compacted_log import LogReader
+from mirrorflow.kafka.log_cache import LogCache
 from mirrorflow.kafka.offsets import partition_bounds
 from mirrorflow.kafka.partition_reader import PartitionReader
 from mirrorflow.kafka.record_size import RecordTooLarge, limit_now
@@ -94,6 +95,7 @@ def copy_range(
     on_batch: Callable[[CopyResult], None] | None = None,
     stop: Stop | None = None,
     idle_limit_s: float | None = None,
+    shared: LogCache | None = None,
 ) -> CopyResult:
     """Copy records of one partition until `task.end` (interval), `task.run_seconds` (continuous) or `stop`.
 
@@ -101,9 +103,9 @@ def copy_range(
     `CopyStalled` instead of waiting on (the failover drain's bound). A record the writer refuses for its size
     makes the copy read the remote topic's limit again, once: raised since planning (a Spark retry keeps the
     planned task), the copy starts again with a writer that follows it; otherwise the error gives the limits
-    read now."""
+    read now. `shared`: the cache the ranges of one Spark task read their state slots through (`copy_group`)."""
     try:
-        return _retaking(task, on_batch, stop, idle_limit_s)
+        return _retaking(task, on_batch, stop, idle_limit_s, shared)
     except RecordTooLarge as err:
         remote_limit = limit_now(task.target_producer, task.remote_topic, task.timeout_s)
         grown = remote_limit is not None and remote_limit > (err.writer_limit or 0)
@@ -111,7 +113,7 @@ def copy_range(
             raise _explained(task, err, remote_limit) from err
         log.info("flow %s: %s's max.message.bytes is now %s: copying again", task.flow, task.remote_topic, remote_limit)
     try:
-        return _retaking(replace(task, max_message_bytes=remote_limit), on_batch, stop, idle_limit_s)
+        return _retaking(replace(task, max_message_bytes=remote_limit), on_batch, stop, idle_limit_s, shared)
     except RecordTooLarge as err:
         raise _explained(task, err, remote_limit) from err
 
@@ -121,6 +123,7 @@ def _retaking(
     on_batch: Callable[[CopyResult], None] | None,
     stop: Stop | None,
     idle_limit_s: float | None,
+    shared: LogCache | None = None,
 ) -> CopyResult:
     """`_copy_range`, started again when a run that started before this one claimed the partition
     (`copy_claims.RetakeClaim`): this run takes it back for the rest of its run, and the result counts both
@@ -130,7 +133,7 @@ def _retaking(
     attempt = task
     for _ in range(MAX_RETAKES + 1):
         try:
-            result = _copy_range(attempt, on_batch, stop, idle_limit_s)
+            result = _copy_range(attempt, on_batch, stop, idle_limit_s, shared)
             return result if earlier is None else carried(earlier, result)
         except RetakeClaim as err:
             log.info("%s", err)
@@ -163,6 +166,7 @@ def _copy_range(
     on_batch: Callable[[CopyResult], None] | None,
     stop: Stop | None,
     idle_limit_s: float | None,
+    shared: LogCache | None = None,
 ) -> CopyResult:
     with ThreadPoolExecutor(max_workers=4, thread_name_prefix="copy-setup") as pool:
         # Fencing first: the progress, map and offset-syncs tail read below are final only once no older writer
@@ -171,7 +175,7 @@ def _copy_range(
         # claim there means the partition is not this run's, and it leaves without fencing anybody
         # (`copy_claims`). Its map is read ahead while it fences. The fences' order no longer decides who keeps
         # the partition (the claims' run starts do), so the read ahead may delay the fence.
-        ahead = pool.submit(state_reader, task)
+        ahead = pool.submit(state_reader, task, shared)
         if task.exactly_once and task.end is None:
             found_ahead = ahead.result()
             if claimed_by_newer_run(found_ahead.progress, task):
@@ -195,7 +199,9 @@ def _copy_range(
             pool.submit(_close_reader, via)
             raise
         try:
-            metric_bytes = pool.submit(load_metric_bytes, task)  # after the fence: a predecessor's last snapshot
+            metric_bytes = pool.submit(
+                load_metric_bytes, task, shared
+            )  # after the fence: a predecessor's last snapshot
             newest_sync = pool.submit(newest_offset_sync, task)
             stored_state = pool.submit(lambda: load_state(task, via.result(), ahead.result().fold))
             # The source bounds after the fence, beside the state read when there is one: the fence settles every

@@ -12,6 +12,7 @@ from mirrorflow.core.offset_map import OffsetMap
 from mirrorflow.core.progress import Progress
 from mirrorflow.core.transforms import TransformChain
 from mirrorflow.kafka.clients import admin_client
+from mirrorflow.kafka.log_cache import LogCache
 from mirrorflow.kafka.metrics_store import MetricsPublisher, ensure_metrics_topic
 from mirrorflow.kafka.topics import NewTopicSpec, create_topics
 from mirrorflow.replication.copy_slots import (
@@ -123,8 +124,9 @@ class StoredBytes(NamedTuple):
     placement: Placement
 
 
-def load_metric_bytes(task: CopyTask) -> StoredBytes | None:
-    """The partition's stored byte count and placement; None (logged) when metrics are unavailable."""
+def load_metric_bytes(task: CopyTask, shared: LogCache | None = None) -> StoredBytes | None:
+    """The partition's stored byte count and placement; None (logged) when metrics are unavailable. `shared`: the
+    Spark task's cache of state reads (`copy_slots.state_reader`)."""
     if task.metrics_topic is None:
         return None
     try:
@@ -132,7 +134,8 @@ def load_metric_bytes(task: CopyTask) -> StoredBytes | None:
             task.target, task.target_producer, task.metrics_topic, task.metrics_replication_factor, task.timeout_s
         ):
             return None
-        raw, placement = load_snapshot(task, task.metrics_topic, snapshot_key(task.remote_topic, task.partition))
+        key = snapshot_key(task.remote_topic, task.partition)
+        raw, placement = load_snapshot(task, task.metrics_topic, key, shared)
         return StoredBytes(int(Snapshot.decode(raw).values.get("byte-count", 0)) if raw else 0, placement)
     except Exception as err:  # metrics are best-effort: never fail the copy for them
         log.warning("metrics: not recorded for %s-%s: %s", task.remote_topic, task.partition, err)

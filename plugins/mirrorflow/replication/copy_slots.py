@@ -34,6 +34,7 @@ from mirrorflow.core.offset_map import Segment, encode_segment_key
 from mirrorflow.core.progress import Progress, encode_progress_key
 from mirrorflow.core.state_slots import check_count, head_slot, newest, slot_chain
 from mirrorflow.kafka.compacted_log import OPEN_TRANSACTION_WAIT_S, LogReader, read_to_end
+from mirrorflow.kafka.log_cache import LogCache
 from mirrorflow.replication.copy_task import CopyTask
 from mirrorflow.replication.state_records import SlotRecord, SlottedState, StoredSegments
 
@@ -143,15 +144,16 @@ class ReadAhead(NamedTuple):
     """What `read_map_ahead` folded of the map, for `load_state` after the fence."""
 
 
-def state_reader(task: CopyTask) -> ReadAhead:
+def state_reader(task: CopyTask, shared: LogCache | None = None) -> ReadAhead:
     """The reader `load_state` reads through, connected to both state topics. A continuous exactly-once copy
     reads its progress through it before it fences: a claim of a newer run there means the partition is not this
     run's to take (`copy_claims`); `read_map_ahead` then reads the map while the copy fences. The reader
     remembers both: at a run boundary the run it takes over from copies on meanwhile, and the read after the
     fence, the one the boundary waits for, is only what was committed since (`LogReader`, `remember`). These
     reads are a head start, not the answer: they wait `PRE_READ_WAIT_S` at most on an open transaction, and a
-    failure is left to the read after the fence."""
-    reader = LogReader(task.target, task.target_consumer, timeout_s=task.timeout_s, remember=True)
+    failure is left to the read after the fence. `shared`: the cache of the Spark task's ranges (`copy_group`),
+    so that the ranges whose state shares a slot fetch it once between them."""
+    reader = LogReader(task.target, task.target_consumer, timeout_s=task.timeout_s, remember=True, shared=shared)
     try:
         reader.connect(task.progress_topic, task.offset_map_topic)
     except BaseException:
@@ -261,11 +263,14 @@ def _fold_chain(task: CopyTask, settled: int, via: LogReader | None, fold: MapFo
     )
 
 
-def load_snapshot(task: CopyTask, topic: str, key: bytes) -> tuple[bytes | None, Placement]:
+def load_snapshot(
+    task: CopyTask, topic: str, key: bytes, shared: LogCache | None = None
+) -> tuple[bytes | None, Placement]:
     """The partition's latest metrics snapshot (`key`) in metrics topic `topic`, from the highest slot of its
     chain that holds one, and its placement (the snapshots below the head are tombstoned by the publisher). A
     snapshot at the head outranks any below, so the chain is read only when the head has none; one left below by
-    a publisher that died before retiring it then stays, outranked (one small record per partition and growth)."""
+    a publisher that died before retiring it then stays, outranked (one small record per partition and growth).
+    `shared`: read through the Spark task's cache (`state_reader`)."""
     found: dict[int, bytes | None] = {}
 
     def apply(records: Iterator[SlotRecord]) -> None:
@@ -275,7 +280,8 @@ def load_snapshot(task: CopyTask, topic: str, key: bytes) -> tuple[bytes | None,
 
     # Snapshots are written outside transactions: a stalled read waits the timeout, not for a transaction's end.
     timeout = task.timeout_s
-    with LogReader(task.target, task.target_consumer, read_committed=False, timeout_s=timeout, wait_s=timeout) as via:
+    conf = task.target_consumer
+    with LogReader(task.target, conf, read_committed=False, timeout_s=timeout, wait_s=timeout, shared=shared) as via:
         placement = _read_chain(task, topic, apply, head_only=_always, via=via)
         if found.get(placement.head) is not None:
             return found[placement.head], placement

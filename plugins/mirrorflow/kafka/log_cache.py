@@ -1,0 +1,122 @@
+"""What remembering `LogReader`s have read of compacted partitions, kept as compaction would: one reader's own, or
+shared by the copy ranges of one Spark task (`replication.copy_group`), so that a state slot is fetched once per
+task and then only tailed, however many of the task's ranges have their state in it (issue 17: a task of 8 ranges
+read 8 slots' worth of other partitions' state, one per range).
+
+Per partition it keeps the latest record per key (tombstones too: a later read must see a delete as a fresh read
+would, until compaction drops it) and where the reads stopped, so it holds at most the partition's live keys. A
+lock per partition is held by the read that moves it, from taking the partition's end to folding what it fetched:
+a read's end is taken while no other read can move the partition, so what it is served is exactly the log below
+that end (never a later cut of one slot beside an earlier cut of another: readers rely on taking the slots' ends
+in ascending order, `state_records.SlottedState`). A read that fails leaves what it fetched below the failure,
+a valid prefix (a read_committed fetch delivers a record only once everything below it is decided), and its
+error, which a reader that waited for it behind the lock and ran out of patience reports.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+MAX_GAP_S = 12 * 3600.0
+"""The longest time between two reads of a topic that may continue where the first ended; after a longer gap the
+topic is read again from its start. Once the log cleaner has passed a tombstone, the broker keeps it only
+`delete.retention.ms`: a reader that continues after that finds neither the deleted record's tombstone nor a sign
+that it missed one, and keeps a key that is gone. This default is half of Kafka's default (24 h); a caller whose
+topics keep tombstones for less passes half of theirs (the state topics: `internal_topics.STATE_TAIL_MAX_GAP_S`)."""
+
+
+def boot_clock() -> float:
+    """Seconds on a clock that also runs while the host is suspended (a gap must count that time: the broker's
+    retention runs on), where Linux has one; wall-clock time elsewhere."""
+    boottime = getattr(time, "CLOCK_BOOTTIME", None)
+    return time.clock_gettime(boottime) if boottime is not None else time.time()
+
+
+Record = tuple[int, int, bytes | None, bytes | None, int]
+"""(partition, offset, key, value, timestamp_ms), as `compacted_log.read_to_end` yields them."""
+
+
+class Kept:
+    """One partition's remembered records, where reads of it stopped, and the lock of the read moving them."""
+
+    __slots__ = ("failure", "lock", "moved_at", "position", "read_at", "records")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.records: dict[bytes | int, Record] = {}
+        self.position = 0
+        self.moved_at = time.monotonic()
+        """When a read last moved `position`: a reader waiting behind the lock counts that as its own progress."""
+        self.failure: Exception | None = None
+        """The error of the last read that stopped short of its end (cleared by one that reached it)."""
+        self.read_at = boot_clock()
+        """When a read last fetched up to its end here (`LogCache.max_gap_s`)."""
+
+    def keep(self, record: Record) -> None:
+        """`record` is the latest of its key, and everything below it has been read."""
+        self.records[record[2] if record[2] is not None else record[1]] = record
+        self.reach(record[1] + 1)
+
+    def reach(self, position: int) -> None:
+        if position > self.position:
+            self.position, self.moved_at = position, time.monotonic()
+
+    def forget(self) -> None:
+        """Read the partition again from its start: it now ends below where the reads stopped (re-created), or the
+        last read is so long ago that the cleaner may have dropped tombstones this memory needed (`MAX_GAP_S`)."""
+        self.records.clear()
+        self.position = 0
+
+    def in_order(self) -> list[Record]:
+        return sorted(self.records.values(), key=lambda r: r[1])
+
+    def hold(self, since: float, wait_s: float) -> bool | None:
+        """Take the lock: False at once, True after waiting for another read; None when that read made no progress
+        for `wait_s` counted from `since` (when this read began) or from its last progress, whichever is later:
+        the same patience a read alone would have had with the transaction that holds them both."""
+        if self.lock.acquire(blocking=False):
+            return False
+        while not self.lock.acquire(timeout=0.05):
+            if time.monotonic() - max(since, self.moved_at) > wait_s:
+                return None
+        return True
+
+
+class LogCache:
+    """Remembered partitions by (cluster, read_committed, topic, partition), safe to share between threads; with
+    what its reads fetched from the brokers (`fetches`: partition reads that fetched; `records`: records
+    fetched), which the benchmark and tests count."""
+
+    def __init__(self, max_gap_s: float = MAX_GAP_S) -> None:
+        """`max_gap_s`: the longest time between two reads of a partition that may continue where the first one
+        stopped (`MAX_GAP_S`; the state topics pass half their `delete.retention.ms`)."""
+        self.max_gap_s = max_gap_s
+        self._lock = threading.Lock()
+        self._kept: dict[tuple[str, bool, str, int], Kept] = {}
+        self.fetches = 0
+        self.records = 0
+
+    def entry(self, cluster: str, committed: bool, topic: str, partition: int) -> Kept:
+        with self._lock:
+            return self._kept.setdefault((cluster, committed, topic, partition), Kept())
+
+    def fetched(self, partitions: int, records: int) -> None:
+        with self._lock:
+            self.fetches += partitions
+            self.records += records
+
+    def kept_records(self) -> int:
+        """How many records the cache holds now (its memory: at most the live keys of the partitions read)."""
+        with self._lock:
+            entries = list(self._kept.values())
+        return sum(len(e.records) for e in entries)
+
+
+def behind(cluster: str, topic: str, partition: int, wait_s: float) -> str:
+    """Why a read that waited `wait_s` behind another read of `topic`-`partition`, still going, gives up."""
+    return (
+        f"reading {topic} on cluster '{cluster}' to its end made no progress for {wait_s:.0f} s: another read of "
+        f"{topic}-{partition} in this process (a copy range of the same Spark task) has held it that long without "
+        "progress, and it is still reading. Nothing was read past it."
+    )
