@@ -21,7 +21,7 @@ from mirrorflow.core.provenance import should_drop, with_origin
 from mirrorflow.core.transforms import TransformChain, TransformError, dead_letter_headers
 from mirrorflow.kafka import fence
 from mirrorflow.kafka.clients import producer as make_producer
-from mirrorflow.kafka.operation_error import FENCED_CODES, KafkaOperationError, error_code, is_fenced
+from mirrorflow.kafka.operation_error import FENCED_CODES, KafkaOperationError, error_code, is_fenced, kafka_cause
 from mirrorflow.kafka.partition_reader import PARTITION_EOF, Message, tuned
 from mirrorflow.kafka.record_size import BROKER_TOO_LARGE_HINT, RecordTooLarge
 
@@ -132,8 +132,8 @@ class TargetWriter:
     def _call(self, what: str, fn: Callable[[], object]) -> None:
         try:
             fn()
-        except KafkaException as err:
-            raise KafkaOperationError(self.cluster, what, err) from err
+        except (KafkaException, SystemError) as err:  # SystemError: see `kafka_cause`
+            raise KafkaOperationError(self.cluster, what, kafka_cause(err)) from err
 
     def begin(self) -> None:
         if self.transactional:
@@ -283,8 +283,8 @@ class TargetWriter:
         """Wait for every record sent so far to be acknowledged (or fail)."""
         try:
             remaining = self._producer.flush(self.timeout_s)
-        except KafkaException as err:  # fatal producer errors (e.g. fenced) surface here too
-            raise KafkaOperationError(self.cluster, "flushing records", err) from err
+        except (KafkaException, SystemError) as err:  # fatal producer errors (e.g. fenced) too; see `kafka_cause`
+            raise KafkaOperationError(self.cluster, "flushing records", kafka_cause(err)) from err
         if remaining:
             raise KafkaOperationError(
                 self.cluster,
