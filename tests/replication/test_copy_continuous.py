@@ -86,7 +86,9 @@ def test_small_commits_share_offset_syncs_and_metrics_and_the_last_position_is_s
     topic = source_topic
     # At-least-once: no commit markers, so the records form one segment and only the lag rule and the "latest
     # position" sync add syncs (exactly-once starts a segment, with its sync, after every commit marker).
-    (task,) = continuous_tasks(write_config, topic, 1, **{"mirrorflow.delivery": "at-least-once"})
+    # `transaction.min.ms` 0: a commit as soon as the copy has caught up, so that commits far outnumber publishes.
+    keys = {"mirrorflow.delivery": "at-least-once", "mirrorflow.copy.transaction.min.ms": "0"}
+    (task,) = continuous_tasks(write_config, topic, 1, **keys)
     task = replace(task, run_seconds=PUBLISH_INTERVAL_S * 6)
     outcome: list[CopyResult] = []
     copier = threading.Thread(target=lambda: outcome.append(copy_range(task)))

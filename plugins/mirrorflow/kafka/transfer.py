@@ -1,8 +1,7 @@
 """The copy's target writer, transactional (exactly-once) or idempotent (at-least-once), and the batch it fills;
 the source side is `kafka/partition_reader.py`.
 
-The per-record hot loop (`TargetWriter.forward`) lives here, next to the client calls it makes, so that it can
-call confluent-kafka directly: one Python frame per batch of messages, not one per record.
+The per-record hot loop (`TargetWriter.forward`) calls confluent-kafka directly: one Python frame per batch.
 
 Client settings come in three strengths: the copy's correctness settings (isolation, idempotence, transactions)
 always apply; the throughput tuning below applies unless the operator's flow config sets the same key
@@ -20,8 +19,9 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from mirrorflow.core.predicates import Record
 from mirrorflow.core.provenance import should_drop, with_origin
 from mirrorflow.core.transforms import TransformChain, TransformError, dead_letter_headers
+from mirrorflow.kafka import fence
 from mirrorflow.kafka.clients import producer as make_producer
-from mirrorflow.kafka.operation_error import FENCED_CODES, KafkaOperationError, error_code, is_fenced
+from mirrorflow.kafka.operation_error import FENCED_CODES, KafkaOperationError, error_code, is_fenced, kafka_cause
 from mirrorflow.kafka.partition_reader import PARTITION_EOF, Message, tuned
 from mirrorflow.kafka.record_size import BROKER_TOO_LARGE_HINT, RecordTooLarge
 
@@ -29,10 +29,8 @@ __all__ = ["WRITER_DEFAULTS", "Batch", "Message", "TargetWriter"]
 
 TOO_LARGE = KafkaError.MSG_SIZE_TOO_LARGE
 
-# Batches close at a commit's flush anyway, so a longer linger costs no latency there and fills batches in
-# between (librdkafka's 1 MB `batch.size` is already the broker's default record-batch limit). 128 MiB of
-# unacknowledged records, not librdkafka's 1 GiB, keeps a copy task within its memory budget whatever the
-# record size.
+# Batches close at a commit's flush anyway, so a longer linger costs no latency and fills batches (librdkafka's
+# 1 MB `batch.size` is the broker's default batch limit). 128 MiB unacknowledged, not 1 GiB: a task's budget.
 WRITER_DEFAULTS: Mapping[str, str | int] = {
     "linger.ms": 20,
     "queue.buffering.max.kbytes": 131072,
@@ -99,10 +97,12 @@ class TargetWriter:
         tuning: Mapping[str, str | int] | None = None,
         max_message_bytes: int | None = None,
         connect_topic: str | None = None,
+        abort_ahead: bool = False,
     ) -> None:
         """`max_message_bytes`: the remote topic's `max.message.bytes`, which librdkafka's `message.max.bytes`
         (1 MB by default, checked when a record is produced) follows unless the operator's `conf` sets it.
-        `connect_topic`: fetched before init_transactions, so the fence waits for no connection (run boundaries)."""
+        `connect_topic`: fetched before init_transactions, so the fence waits for no connection (run boundaries);
+        `abort_ahead`: a previous owner's open transaction is aborted first (`kafka.fence`: no 500 ms pause)."""
         self.cluster = cluster
         self.timeout_s = timeout_s
         self.transactional = transactional_id is not None
@@ -125,13 +125,15 @@ class TargetWriter:
         if self.transactional:
             with contextlib.suppress(KafkaException):  # best-effort: init_transactions reports a failure
                 _ = connect_topic is None or self._producer.list_topics(connect_topic, timeout=timeout_s)
+            if abort_ahead and transactional_id is not None:
+                fence.abort_ahead(conf, transactional_id)
             self._call("initialising transactions", lambda: self._producer.init_transactions(timeout_s))
 
     def _call(self, what: str, fn: Callable[[], object]) -> None:
         try:
             fn()
-        except KafkaException as err:
-            raise KafkaOperationError(self.cluster, what, err) from err
+        except (KafkaException, SystemError) as err:  # SystemError: see `kafka_cause`
+            raise KafkaOperationError(self.cluster, what, kafka_cause(err)) from err
 
     def begin(self) -> None:
         if self.transactional:
@@ -281,8 +283,8 @@ class TargetWriter:
         """Wait for every record sent so far to be acknowledged (or fail)."""
         try:
             remaining = self._producer.flush(self.timeout_s)
-        except KafkaException as err:  # fatal producer errors (e.g. fenced) surface here too
-            raise KafkaOperationError(self.cluster, "flushing records", err) from err
+        except (KafkaException, SystemError) as err:  # fatal producer errors (e.g. fenced) too; see `kafka_cause`
+            raise KafkaOperationError(self.cluster, "flushing records", kafka_cause(err)) from err
         if remaining:
             raise KafkaOperationError(
                 self.cluster,
@@ -341,12 +343,10 @@ class TargetWriter:
         provenance: tuple[str, str] | None = None,
         dead_letter: tuple[str, str] | None = None,
     ) -> bool:
-        """`forward` through a transform chain: a separate path, so that a flow without transforms pays nothing.
-
-        A record the chain drops, or that fails with `dead_letter` = (topic, flow name) set, is consumed but not
-        copied (a gap in the offset map); the failed one goes, as it was read, to the dead-letter topic in the
-        same transaction. Without `dead_letter` a failure raises `TransformError` (topic, partition, offset).
-        """
+        """`forward` through a transform chain (a flow without transforms pays nothing). A record the chain drops,
+        or that fails with `dead_letter` = (topic, flow name) set, is consumed but not copied (a gap in the offset
+        map); the failed one goes, as it was read, to the dead-letter topic in the same transaction. Without
+        `dead_letter` a failure raises `TransformError` (topic, partition, offset)."""
         on_delivery, errors = batch.on_delivery, batch.errors
 
         def dead_letter_delivery(err: KafkaError | None, _msg: Message) -> None:

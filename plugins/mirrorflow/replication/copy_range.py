@@ -194,6 +194,7 @@ def _copy_range(
                 tuning=buffer_settings(task).writer,
                 max_message_bytes=task.max_message_bytes,
                 connect_topic=task.remote_topic,
+                abort_ahead=True,  # a predecessor's open transaction aborted without librdkafka's 500 ms pause
             )
         except BaseException:
             pool.submit(_close_reader, via)

@@ -1,0 +1,45 @@
+"""Fencing a transactional id's previous owner without librdkafka's half-second pause (issue 19).
+
+When the previous owner of a transactional id has a transaction open, the coordinator answers the new owner's
+InitProducerId with CONCURRENT_TRANSACTIONS while it aborts that transaction, and librdkafka asks again only after
+a fixed 500 ms (its idempotence PID timer, not `retry.backoff.ms`). A continuous copy's run boundary is such a
+fence, with the old run nearly always inside a transaction, so those 500 ms were most of what a partition waited
+at a boundary with nothing copied. `abort_ahead` sends that first InitProducerId from a short-lived producer with
+the same id, which makes the coordinator fence the old owner and abort its transaction, waits `ABORT_AHEAD_S` for
+the abort to finish, and closes it; the writer's own `init_transactions` then finds the id idle: one round trip.
+
+Safe by construction: an InitProducerId only ever bumps the id's epoch and aborts what the id has open, and the
+short-lived producer is closed before the writer sends its own, so the writer's epoch is the newest. The worst
+cases cost what the fence cost before: an abort slower than the wait (the writer's request meets it and waits
+500 ms), or no transaction open (the short-lived producer gets an epoch at once and closes unused).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from collections.abc import Mapping
+
+from confluent_kafka import KafkaException
+
+from mirrorflow.kafka.clients import producer as make_producer
+
+ABORT_AHEAD_S = 0.15
+"""How long the short-lived producer waits for its InitProducerId: a round trip to the coordinator and the abort
+of one transaction (a few markers), tens of milliseconds on a healthy cluster."""
+
+
+def abort_ahead(conf: Mapping[str, str], transactional_id: str, wait_s: float = ABORT_AHEAD_S) -> None:
+    """Fence `transactional_id`'s previous owner and have its open transaction aborted, ahead of a writer's own
+    `init_transactions` (see the module). Best-effort: any failure is left to that call, which reports it."""
+    with contextlib.suppress(KafkaException):
+        settings = {"transactional.id": transactional_id, "enable.idempotence": True, "acks": "all"}
+        producer = make_producer(conf, **settings, **{"transaction.timeout.ms": 60000})
+        try:
+            producer.init_transactions(wait_s)
+        except KafkaException:
+            pass  # the coordinator is aborting the old owner's transaction, or is slow: the writer's init settles it
+        finally:
+            with warnings.catch_warnings():  # its close() tries an abort, refused while an init is pending
+                warnings.simplefilter("ignore", RuntimeWarning)
+                producer.close()
