@@ -43,15 +43,15 @@ def test_the_writer_fences_an_open_transaction_without_a_refused_init(
     old.begin_transaction()
     old.produce(topic, value=b"open", partition=0)
     assert old.flush(30) == 0  # the transaction is open on the partition
-    monkeypatch.setattr(fence.abort_ahead, "__defaults__", (1.0,))  # the abort surely ends within its wait
+    monkeypatch.setattr(fence, "ABORT_AHEAD_S", 1.0)  # the abort surely ends within the wait
     refused_before: list[int] = []
-    real = fence.abort_ahead
+    real = fence.AbortAhead.fire
 
-    def counted(*args: Any, **kwargs: Any) -> None:
-        real(*args, **kwargs)
+    def counted(self: fence.AbortAhead, wait_s: float | None = None) -> None:
+        real(self, wait_s)
         refused_before.append(refusals(caplog))
 
-    monkeypatch.setattr(fence, "abort_ahead", counted)
+    monkeypatch.setattr(fence.AbortAhead, "fire", counted)
     with caplog.at_level(logging.DEBUG):
         writer = TargetWriter("B", conf, transactional_id=txn_id, timeout_s=30, abort_ahead=True)
     try:

@@ -4,7 +4,7 @@ When the previous owner of a transactional id has a transaction open, the coordi
 InitProducerId with CONCURRENT_TRANSACTIONS while it aborts that transaction, and librdkafka asks again only after
 a fixed 500 ms (its idempotence PID timer, not `retry.backoff.ms`). A continuous copy's run boundary is such a
 fence, with the old run nearly always inside a transaction, so those 500 ms were most of what a partition waited
-at a boundary with nothing copied. `abort_ahead` sends that first InitProducerId from a short-lived producer with
+at a boundary with nothing copied. `AbortAhead` sends that first InitProducerId from a short-lived producer with
 the same id, which makes the coordinator fence the old owner and abort its transaction, waits `ABORT_AHEAD_S` for
 the abort to finish, and closes it; the writer's own `init_transactions` then finds the id idle: one round trip.
 
@@ -20,26 +20,46 @@ import contextlib
 import warnings
 from collections.abc import Mapping
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaException, Producer
 
 from mirrorflow.kafka.clients import producer as make_producer
 
 ABORT_AHEAD_S = 0.15
-"""How long the short-lived producer waits for its InitProducerId: a round trip to the coordinator and the abort
-of one transaction (a few markers), tens of milliseconds on a healthy cluster."""
+"""How long the short-lived producer waits on its InitProducerId (it is connected beforehand): a round trip to the
+coordinator and the abort of one transaction (a few markers), tens of milliseconds on a healthy cluster."""
 
 
-def abort_ahead(conf: Mapping[str, str], transactional_id: str, wait_s: float = ABORT_AHEAD_S) -> None:
-    """Fence `transactional_id`'s previous owner and have its open transaction aborted, ahead of a writer's own
-    `init_transactions` (see the module). Best-effort: any failure is left to that call, which reports it."""
-    with contextlib.suppress(KafkaException):
+class AbortAhead:
+    """The short-lived producer of `transactional_id` (see the module), created and connected ahead of the fence so
+    that `fire` costs the InitProducerId alone. Best-effort throughout: any failure is left to the writer's own
+    `init_transactions`, which reports it."""
+
+    def __init__(self, conf: Mapping[str, str], transactional_id: str, topic: str | None, timeout_s: float) -> None:
         settings = {"transactional.id": transactional_id, "enable.idempotence": True, "acks": "all"}
-        producer = make_producer(conf, **settings, **{"transaction.timeout.ms": 60000})
+        self._producer: Producer | None = None
+        with contextlib.suppress(KafkaException):
+            self._producer = make_producer(conf, **settings, **{"transaction.timeout.ms": 60000})
+            _ = topic is None or self._producer.list_topics(topic, timeout=timeout_s)
+
+    def fire(self, wait_s: float | None = None) -> None:
+        """Send the InitProducerId, give the coordinator `wait_s` (default `ABORT_AHEAD_S`), close the producer."""
+        producer, self._producer = self._producer, None
+        if producer is None:
+            return
         try:
-            producer.init_transactions(wait_s)
+            producer.init_transactions(ABORT_AHEAD_S if wait_s is None else wait_s)
         except KafkaException:
             pass  # the coordinator is aborting the old owner's transaction, or is slow: the writer's init settles it
         finally:
             with warnings.catch_warnings():  # its close() tries an abort, refused while an init is pending
                 warnings.simplefilter("ignore", RuntimeWarning)
                 producer.close()
+
+
+class _NoAbortAhead(AbortAhead):
+    def __init__(self) -> None:
+        self._producer = None
+
+
+NONE: AbortAhead = _NoAbortAhead()
+"""A writer that needs no abort ahead: `fire` does nothing."""

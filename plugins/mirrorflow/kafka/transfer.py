@@ -122,11 +122,11 @@ class TargetWriter:
             # transaction for 90 s derived from it (kafka/compacted_log.py, docs/copy.md).
             settings.setdefault("transaction.timeout.ms", 60000)
         self._producer: Producer = make_producer(conf, **settings)
-        if self.transactional:
+        if transactional_id is not None:
+            ahead = fence.AbortAhead(conf, transactional_id, connect_topic, timeout_s) if abort_ahead else fence.NONE
             with contextlib.suppress(KafkaException):  # best-effort: init_transactions reports a failure
                 _ = connect_topic is None or self._producer.list_topics(connect_topic, timeout=timeout_s)
-            if abort_ahead and transactional_id is not None:
-                fence.abort_ahead(conf, transactional_id)
+            ahead.fire()
             self._call("initialising transactions", lambda: self._producer.init_transactions(timeout_s))
 
     def _call(self, what: str, fn: Callable[[], object]) -> None:
