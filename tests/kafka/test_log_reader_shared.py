@@ -183,3 +183,69 @@ def test_reads_ahead_of_the_fence_give_up_on_an_open_transaction_together_not_on
     assert all(isinstance(o, StalledReadError) for o in outcomes), outcomes
     assert any(isinstance(o, OpenTransactionError) for o in outcomes), "the reader that met it names it"
     assert took < 6.0, f"six reads ahead took {took:.1f} s: they waited one after another"
+
+
+def test_a_read_of_one_partition_is_not_held_by_a_read_blocked_on_another_partition_it_does_not_read(
+    kafka: KafkaKit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by review (session 16): range X reads its chain (partitions 0 and 1) and stalls on 1, where a killed
+    run of another Spark task left a transaction open; range W of the same slot reads the same chain and waits
+    behind X; range Y reads partition 0 alone, which no transaction holds. A read held every partition's lock
+    until all of them were read, and took them one by one, holding those it had while waiting for the next: Y
+    waited behind X (or W) for the whole stall and failed when its own wait ran out, though alone it would have
+    read 0 at once. One open transaction failed the siblings (the group fails, Spark retries the task). A
+    partition read to its end is released at once, and a read waiting for one partition holds none meanwhile."""
+    topic, conf, _producer = setup(kafka)
+    zombie = kafka.producer("B", {"transactional.id": f"zombie-{uuid.uuid4().hex[:8]}"})
+    zombie.init_transactions(30)
+    zombie.begin_transaction()
+    zombie.produce(topic, key=b"z", value=b"left open", partition=1)
+    zombie.flush(30)
+    plain = kafka.producer("B")
+    plain.produce(topic, key=b"after", value=b"the open one", partition=1)
+    assert plain.flush(30) == 0
+    cache = LogCache()
+    first, second = cache.entry("B", True, topic, 0), cache.entry("B", True, topic, 1)
+    outcome: dict[str, Any] = {}
+    waiting = threading.Event()
+    real_hold = Kept.hold
+
+    def hold(self: Kept, since: float, wait_s: float) -> bool | None:
+        if self is second and self.lock.locked():
+            waiting.set()  # W, waiting for partition 1 behind X
+        return real_hold(self, since, wait_s)
+
+    monkeypatch.setattr(Kept, "hold", hold)
+
+    def chain(name: str) -> None:
+        try:
+            with reader(conf, cache, wait_s=30.0) as r:
+                outcome[name] = list(r.read(topic, partitions=[0, 1]))
+        except Exception as err:
+            outcome[name] = err
+
+    blocked = [threading.Thread(target=chain, args=("x",))]
+    blocked[0].start()
+    try:
+        deadline = time.monotonic() + 30
+        while not (first.position >= 10 and second.lock.locked()) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert first.position >= 10 and second.lock.locked(), "X read partition 0 and stalls on partition 1"
+        blocked.append(threading.Thread(target=chain, args=("w",)))
+        blocked[1].start()
+        assert waiting.wait(30), "W waits for partition 1 behind X"
+        began = time.monotonic()
+        with reader(conf, cache, wait_s=3.0) as y:
+            seen = latest_values(y.read(topic, partitions=[0]))
+        took = time.monotonic() - began
+        assert seen == fresh(conf, topic) and len(seen) == 10
+        assert took < 2.0, f"Y waited {took:.1f} s behind a stall on a partition Y does not read"
+        assert all(t.is_alive() for t in blocked), "X and W still wait on the open transaction"
+    finally:
+        zombie.abort_transaction(30)
+        for thread in blocked:
+            thread.join(60)
+    expected = [(0, o) for o in range(10)] + [(1, 1)]
+    for name in ("x", "w"):
+        assert not isinstance(outcome[name], Exception), outcome[name]
+        assert sorted({(p, o) for p, o, *_ in outcome[name]}) == expected

@@ -18,14 +18,17 @@ dashboard, health) pass a short `wait_s` (their own timeout) rather than block f
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.kafka.clients import consumer as make_consumer
-from mirrorflow.kafka.log_cache import Kept, LogCache, Record, behind, boot_clock
+from mirrorflow.kafka.log_cache import Kept, LogCache, Record, boot_clock, hold_all
 from mirrorflow.kafka.operation_error import KafkaOperationError
+from mirrorflow.kafka.read_stall import OpenTransactionError as OpenTransactionError  # re-exported
+from mirrorflow.kafka.read_stall import StalledReadError as StalledReadError
+from mirrorflow.kafka.read_stall import blocked as _blocked
 
 OPEN_TRANSACTION_WAIT_S = 90.0
 """How long a read waits without progress for open transactions to end. A killed copy task's transaction is
@@ -51,14 +54,6 @@ _REFUSALS = {
     KafkaError.CLUSTER_AUTHORIZATION_FAILED,
 }
 """Client-wide errors that end a read at once: waiting would not change them."""
-
-
-class StalledReadError(MirrorflowError):
-    """A read to the true end made no progress for its wait bound."""
-
-
-class OpenTransactionError(StalledReadError):
-    """A read to the true end stayed blocked by a transaction that neither committed nor aborted."""
 
 
 class MissingTopicError(MirrorflowError):
@@ -158,7 +153,12 @@ class LogReader:
             raise KafkaOperationError(self.cluster, f"reading topic '{topic}'", err) from err
 
     def _fetch(
-        self, topic: str, ends: dict[int, int], starts: Mapping[int, int] | None = None, since: float | None = None
+        self,
+        topic: str,
+        ends: dict[int, int],
+        starts: Mapping[int, int] | None = None,
+        since: float | None = None,
+        on_done: Callable[[int], None] | None = None,
     ) -> Iterator[Record]:
         """The records of the partitions in `ends` from `starts` (default 0) below those ends (see `read`)."""
         starts = starts or {}
@@ -167,57 +167,76 @@ class LogReader:
             return
         self._reader.assign([TopicPartition(topic, p, starts.get(p, 0)) for p in ends])
         try:
-            yield from consume_to(self._reader, self.cluster, topic, ends, self.wait_s, starts, since)
+            yield from consume_to(self._reader, self.cluster, topic, ends, self.wait_s, starts, since, on_done)
         finally:
             self._reader.unassign()
 
     def _read_kept(self, topic: str, wanted: Sequence[int]) -> Iterator[Record]:
         """A remembering read (`log_cache`): the partitions' locks taken in ascending order (so two reads never
         wait for each other crosswise), then their ends, the fetch from where the reads stopped, and what is
-        remembered, yielded once the locks are released (a reader that stops iterating holds nothing)."""
+        remembered, yielded once the locks are released (a reader that stops iterating holds nothing). A partition
+        read to its end is released at once: a read stalled on another partition must not hold up the reads of
+        this one (a range's siblings, review of session 16)."""
         assert self._cache is not None and self._asker is not None
         since = time.monotonic()
         kept = {p: self._cache.entry(self.cluster, self._committed, topic, p) for p in wanted}
-        held: list[Kept] = []
-        served: list[Record] = []
-        try:
-            waited = False
-            for p, entry in kept.items():
-                got = entry.hold(since, self.wait_s)
-                if got is None:
-                    earlier = entry.failure
-                    stalled = type(earlier) if isinstance(earlier, StalledReadError) else StalledReadError
-                    raise stalled(str(earlier) if earlier else behind(self.cluster, topic, p, self.wait_s))
-                held.append(entry)
-                waited = waited or got
-            for ends in _true_ends(self._asker, topic, wanted, self._timeout_s):
-                self._tail(topic, ends, kept, max(since, *(kept[p].moved_at for p in ends)) if waited else None)
-                served += (r for p in ends for r in kept[p].in_order())
-        finally:
-            for entry in held:
-                entry.lock.release()
-        yield from served
+        held: dict[int, Kept] = {}
+        served: dict[int, list[Record]] = {}
 
-    def _tail(self, topic: str, ends: dict[int, int], kept: Mapping[int, Kept], since: float | None) -> None:
+        def done(p: int) -> None:
+            served[p] = kept[p].in_order()
+            held.pop(p).lock.release()
+
+        try:
+            acquired, waited = hold_all(self.cluster, topic, kept, since, self.wait_s)
+            held.update(acquired)
+            for ends in _true_ends(self._asker, topic, wanted, self._timeout_s):
+                since_p = max(since, *(kept[p].moved_at for p in ends)) if waited else None
+                self._tail(topic, ends, kept, since_p, done)
+            for p in (p for p in held if kept[p].position):  # empty now, but read before: re-created
+                self._cache.forgot(self.cluster, self._committed, topic)
+                kept[p].forget()
+        finally:
+            for entry in held.values():
+                entry.lock.release()
+        yield from (r for p in sorted(served) for r in served[p])
+
+    def _tail(
+        self,
+        topic: str,
+        ends: dict[int, int],
+        kept: Mapping[int, Kept],
+        since: float | None,
+        done: Callable[[int], None],
+    ) -> None:
         """Fetch the partitions in `ends` from where their reads stopped into `kept` (from the start where a
         partition now ends below that, re-created, or was last read longer ago than the cache's `max_gap_s`); a
         stall is recorded for the reads waiting behind this one."""
         assert self._cache is not None
         for p, end in ends.items():
             if kept[p].position > end or boot_clock() - kept[p].read_at > self._cache.max_gap_s:
+                if kept[p].position:
+                    self._cache.forgot(self.cluster, self._committed, topic)
                 kept[p].forget()
         starts = {p: kept[p].position for p in ends}
-        fetched = 0
+        fetched, finished = 0, set()
+
+        def reached(p: int) -> None:  # read to its end: `done` serves and releases it
+            kept[p].reach(ends[p])
+            kept[p].failure, kept[p].read_at = None, boot_clock()
+            finished.add(p)
+            done(p)
+
         try:
-            for record in self._fetch(topic, ends, starts, since):
+            for p in [p for p, end in ends.items() if starts[p] >= end]:
+                reached(p)
+            for record in self._fetch(topic, ends, starts, since, reached):
                 kept[record[0]].keep(record)
                 fetched += 1
-            for p, end in ends.items():
-                kept[p].reach(end)
-                kept[p].failure, kept[p].read_at = None, boot_clock()
         except StalledReadError as err:
-            earlier = [kept[p].failure for p in ends if isinstance(kept[p].failure, OpenTransactionError)]
-            for p in ends:
+            pending = [p for p in ends if p not in finished]
+            earlier = [kept[p].failure for p in pending if isinstance(kept[p].failure, OpenTransactionError)]
+            for p in pending:
                 kept[p].failure = err
             if since is not None and earlier and not isinstance(err, OpenTransactionError):
                 # Waited out behind a read that met the open transaction, this one ran out of patience before it
@@ -226,6 +245,10 @@ class LogReader:
             raise
         finally:
             self._cache.fetched(sum(1 for p, end in ends.items() if starts[p] < end), fetched)
+
+    def forgets(self, topic: str) -> int:
+        """`LogCache.forgets` of `topic` (0 for a reader that does not remember: it reads from the start)."""
+        return 0 if self._cache is None else self._cache.forgets(self.cluster, self._committed, topic)
 
     def connect(self, *topics: str) -> None:
         """Open the clients' broker connections and fetch the topics' metadata now, ahead of the reads: a copy
@@ -319,10 +342,12 @@ def consume_to(
     wait_s: float,
     starts: Mapping[int, int] | None = None,
     since: float | None = None,
+    on_done: Callable[[int], None] | None = None,
 ) -> Iterator[Record]:
     """Records below `ends` (from `starts`, default 0); a partition is done when the reader's position reaches
     its end. `since`: when the wait for progress began, if before this call (a read that waited behind another
-    read of the same partitions, `log_cache`). An event about another partition (an error queued for an earlier
+    read of the same partitions, `log_cache`). `on_done(p)`: partition p is read to its end (called after its
+    last record was yielded). An event about another partition (an error queued for an earlier
     read of a shared reader) is not this read's business. A client-wide error fails the read when it is fatal or
     refuses access; any other (a dropped broker connection, which librdkafka retries) is named if it lasts."""
     pending = dict(ends)
@@ -353,41 +378,9 @@ def consume_to(
                 yield p, m.offset(), m.key(), m.value(), m.timestamp()[1]
             if reached[p] >= pending[p]:
                 del pending[p]
+                if on_done is not None:
+                    on_done(p)
         if moved:
             stalled_since = time.monotonic()
         elif time.monotonic() - stalled_since > wait_s:
             raise _blocked(cluster, topic, pending, reached, wait_s, stable_below, notices)
-
-
-def _blocked(
-    cluster: str,
-    topic: str,
-    pending: Mapping[int, int],
-    reached: Mapping[int, int],
-    wait_s: float,
-    stable_below: Collection[int],
-    notices: Sequence[str] = (),
-) -> StalledReadError:
-    """Blame an open transaction only where the reader met one: its end of partition at a last stable offset
-    below the end (then that offset is the open transaction's first, what `kafka-transactions.sh abort` needs)."""
-    held = "; ".join(f"{topic}-{p} at offset {reached[p]} (its end is {end})" for p, end in sorted(pending.items()))
-    waited = f"reading {topic} on cluster '{cluster}' to its end made no progress for {wait_s:.0f} s"
-    open_held = sorted(p for p in pending if p in stable_below)
-    if not open_held:
-        return StalledReadError(
-            f"{waited}: the broker delivered nothing more for {held}, and no open transaction was seen there"
-            f"{''.join(f' (the client last reported: {n})' for n in notices[-1:])}. "
-            f"Check that the partition has a leader and that cluster '{cluster}' is reachable from here "
-            f"(kafka-topics.sh --bootstrap-server <{cluster}> --describe --topic {topic}), then run this again. "
-            f"Nothing was read past it."
-        )
-    first = open_held[0]
-    return OpenTransactionError(
-        f"{waited}: a transaction that is still open holds {held}. Its writer (a copy task that was killed, hangs "
-        f"or is partitioned away) neither committed nor aborted it, and what follows it cannot be read yet. Kafka "
-        f"aborts it once the writer's transaction.timeout.ms has passed (60 s for Mirrorflow's copies): run this "
-        f"again then. To see the writer: kafka-transactions.sh --bootstrap-server <{cluster}> describe-producers "
-        f"--topic {topic} --partition {first}; to abort it now (only if that writer is gone for good): "
-        f"kafka-transactions.sh --bootstrap-server <{cluster}> abort --topic {topic} --partition {first} "
-        f"--start-offset {reached[first]}. Nothing was read past it."
-    )

@@ -8,7 +8,8 @@ would, until compaction drops it) and where the reads stopped, so it holds at mo
 lock per partition is held by the read that moves it, from taking the partition's end to folding what it fetched:
 a read's end is taken while no other read can move the partition, so what it is served is exactly the log below
 that end (never a later cut of one slot beside an earlier cut of another: readers rely on taking the slots' ends
-in ascending order, `state_records.SlottedState`). A read that fails leaves what it fetched below the failure,
+in ascending order, `state_records.SlottedState`). It releases each partition once that one is read to its end,
+and holds none while it waits for one (`hold_all`). A read that fails leaves what it fetched below the failure,
 a valid prefix (a read_committed fetch delivers a record only once everything below it is decided), and its
 error, which a reader that waited for it behind the lock and ran out of patience reports.
 """
@@ -17,6 +18,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Mapping
+
+from mirrorflow.kafka.read_stall import StalledReadError
 
 MAX_GAP_S = 12 * 3600.0
 """The longest time between two reads of a topic that may continue where the first ended; after a longer gap the
@@ -94,12 +98,24 @@ class LogCache:
         self.max_gap_s = max_gap_s
         self._lock = threading.Lock()
         self._kept: dict[tuple[str, bool, str, int], Kept] = {}
+        self._forgets: dict[tuple[str, bool, str], int] = {}
         self.fetches = 0
         self.records = 0
 
     def entry(self, cluster: str, committed: bool, topic: str, partition: int) -> Kept:
         with self._lock:
             return self._kept.setdefault((cluster, committed, topic, partition), Kept())
+
+    def forgot(self, cluster: str, committed: bool, topic: str) -> None:
+        """A partition of `topic` is read again from its start (`Kept.forget`)."""
+        with self._lock:
+            self._forgets[(cluster, committed, topic)] = self._forgets.get((cluster, committed, topic), 0) + 1
+
+    def forgets(self, cluster: str, committed: bool, topic: str) -> int:
+        """How many times a partition of `topic` was forgotten: a reader that builds on what earlier reads served
+        (`copy_slots.MapFold`) may continue only while this stays the same."""
+        with self._lock:
+            return self._forgets.get((cluster, committed, topic), 0)
 
     def fetched(self, partitions: int, records: int) -> None:
         with self._lock:
@@ -111,6 +127,33 @@ class LogCache:
         with self._lock:
             entries = list(self._kept.values())
         return sum(len(e.records) for e in entries)
+
+
+def hold_all(
+    cluster: str, topic: str, kept: Mapping[int, Kept], since: float, wait_s: float
+) -> tuple[dict[int, Kept], bool]:
+    """Take the locks of the partitions in `kept` (ascending), holding none while waiting for one: a read waiting
+    for a partition that a stalled read holds must not hold up the reads of its other partitions meanwhile (review
+    of session 16). The locks held, and whether it waited for another read (`Kept.hold`, which says how long)."""
+    held: dict[int, Kept] = {}
+    waited = False
+    while True:
+        busy = None
+        for p, entry in kept.items():
+            if p not in held and not entry.lock.acquire(blocking=False):
+                busy = p
+                break
+            held[p] = entry
+        if busy is None:
+            return held, waited
+        for entry in held.values():
+            entry.lock.release()
+        got = kept[busy].hold(since, wait_s)
+        if got is None:
+            earlier = kept[busy].failure
+            stalled = type(earlier) if isinstance(earlier, StalledReadError) else StalledReadError
+            raise stalled(str(earlier) if earlier else behind(cluster, topic, busy, wait_s))
+        held, waited = {busy: kept[busy]}, waited or got
 
 
 def behind(cluster: str, topic: str, partition: int, wait_s: float) -> str:

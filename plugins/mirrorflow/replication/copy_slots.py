@@ -131,6 +131,9 @@ class MapFold:
     state: SlottedState = field(default_factory=SlottedState)
     seen: dict[int, int] = field(default_factory=dict)
     """{slot: the offset after the last record applied}."""
+    forgets: int = 0
+    """The reader's `LogReader.forgets` of the map topic before that read: once it changes, a slot was read again
+    from its start (a re-created topic), and its records below `seen` are not the ones applied."""
 
 
 class ReadAhead(NamedTuple):
@@ -211,18 +214,22 @@ def load_segments(
     keep an older segment that overlaps a newer one, and `OffsetMap.restore` would refuse the pair at every
     restart. Keys live somewhere that the union does not hold are stale: tombstoned wherever they live. `fold`
     (with `via`, which remembers what it read): continued when it was read at the same settled count and slot
-    count, and left holding this read's fold; a failed read leaves nothing reusable."""
+    count and `via` has not read a slot from its start again since, and left holding this read's fold; a failed
+    read leaves nothing reusable."""
     tp = (task.topic, task.partition)
     if fold is None or fold.settled != settled:
         fold = MapFold(settled) if fold is None else _restart(fold, settled)
+    continuing, forgets = fold.count != 0, _forgets(via, task)
     try:
         placement = _fold_chain(task, settled, via, fold)
-        if fold.count not in (0, placement.count):  # another slot count: other slots, fold them afresh
+        if continuing and (fold.count != placement.count or _forgets(via, task) != fold.forgets):
+            # another slot count (other slots), or the reader read a slot from its start again: fold afresh
+            forgets = _forgets(via, task)
             placement = _fold_chain(task, settled, via, _restart(fold, settled))
     except BaseException:
         _restart(fold, -1)
         raise
-    fold.count = placement.count
+    fold.count, fold.forgets = placement.count, forgets
     state = fold.state
     union = state.runs(tp)
     runs = [] if union is None else union.runs()
@@ -244,6 +251,10 @@ def load_segments(
     placement.key_slots = {key: [s for s in slots if s != placement.head] for key, slots in slots_of_key.items()}
     stale = sorted(key for key in slots_of_key if key not in live)
     return StoredSegments(runs, stale), placement
+
+
+def _forgets(via: LogReader | None, task: CopyTask) -> int:
+    return 0 if via is None else via.forgets(task.offset_map_topic)
 
 
 def _restart(fold: MapFold, settled: int) -> MapFold:
