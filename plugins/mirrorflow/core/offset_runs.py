@@ -32,7 +32,8 @@ long as the source keeps the records, and every copy start, checkpoint round and
 continuous copy's start-up grew with the flow's age without bound (the deployed-path benchmark read 9.8k, 19.6k
 and 30.4k map records per start at 2, 4 and 6 minutes). Thinned, a partition's map holds at most
 W + 2 log2(T / W) + 2 runs. The price: a group more than W transactions behind translates with a bound,
-"conservative (<= N re-reads)" with N at most the transactions it is behind, never a skip (docs/offsets.md)."""
+"conservative (<= N re-reads)", N its thinned run's gaps and marker offsets (a run of at most as many transactions
+as it is behind), never a skip (docs/offsets.md)."""
 
 
 class Runs:
