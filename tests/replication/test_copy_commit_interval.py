@@ -13,14 +13,14 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from confluent_kafka import Producer
 from tests.replication.conftest import WriteConfig
-from tests.replication.helpers import committed_count, continuous_tasks, start_feeder
+from tests.replication.helpers import committed_count, continuous_tasks, runner, start_feeder
 
 from mirrorflow.local.cluster import LocalClusters
-from mirrorflow.replication.copy_range import copy_range
 from mirrorflow.replication.copy_task import CopyResult
 
 pytestmark = pytest.mark.integration
@@ -37,16 +37,11 @@ def test_a_caught_up_copy_commits_at_most_once_per_commit_interval(
     assert task.batch_min_ms == 100, "the default interval: Kafka Streams' exactly-once commit.interval.ms"
     stop = threading.Event()
     commits: list[tuple[float, int]] = []  # (when, transactions so far) at every commit
-    outcome: list[CopyResult | BaseException] = []
-
-    def run() -> None:
-        try:
-            on_batch = lambda r: commits.append((time.monotonic(), r.transactions))  # noqa: E731
-            outcome.append(copy_range(task, on_batch=on_batch, stop=stop.is_set))
-        except BaseException as err:
-            outcome.append(err)
-
-    copier = threading.Thread(target=run)
+    outcomes: dict[str, Any] = {}
+    on_batch = lambda r: commits.append((time.monotonic(), r.transactions))  # noqa: E731
+    copier = threading.Thread(
+        target=runner(task, outcomes), args=("copy",), kwargs={"on_batch": on_batch, "stop": stop.is_set}
+    )
     copier.start()
     producing, sent, feeder = start_feeder(kafka_producer, source_topic, 0.005)
     try:
@@ -58,11 +53,11 @@ def test_a_caught_up_copy_commits_at_most_once_per_commit_interval(
         deadline = time.monotonic() + 60
         while committed_count(kafka_clusters, f"A.{source_topic}", 0) < len(sent):
             assert time.monotonic() < deadline, "records still uncommitted a minute after they were sent"
-            assert not outcome, f"the copy ended early: {outcome}"
+            assert not outcomes, f"the copy ended early: {outcomes}"
     finally:
         stop.set()
         copier.join(60)
-    (result,) = outcome
+    result = outcomes["copy"]
     assert isinstance(result, CopyResult), result
     assert result.records == len(sent)
     with_records = [(t, n) for (t, n), (_, before) in zip(commits[1:], commits, strict=False) if n > before]
