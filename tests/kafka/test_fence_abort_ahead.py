@@ -3,7 +3,9 @@
 When the old owner has a transaction open, the coordinator answers the new owner's InitProducerId with
 CONCURRENT_TRANSACTIONS while it aborts that transaction, and librdkafka retries after a fixed 500 ms, logging the
 refusal. With `abort_ahead`, a short-lived producer takes that answer and the writer's own request meets an idle
-id. Real brokers; deterministic: the abort is given a whole second, and the writer's librdkafka logs are counted.
+id. Real brokers; deterministic: the abort is given a whole second, and the writer's librdkafka logs are counted
+(they reach Python at its flush and commit; the short-lived producer's may be dropped at its close, so the count
+taken when it closes is subtracted, not checked).
 """
 
 from __future__ import annotations
@@ -64,7 +66,6 @@ def test_the_writer_fences_an_open_transaction_without_a_refused_init(
         values = [m.value() for m in read_partition(kafka_consumer("B", {"isolation.level": "read_committed"}), topic)]
         assert values == [b"new"], "the old owner's open transaction is aborted, the writer's committed"
         writer_refusals = refusals(caplog) - (refused_before[0] if refused_before else 0)
-        assert refused_before and refused_before[0] >= 1, "the short-lived producer met the open transaction"
         assert writer_refusals == 0, (
             f"the writer's own InitProducerId was refused {writer_refusals} time(s) while the old transaction "
             "aborted (librdkafka then waits 500 ms)"
