@@ -86,6 +86,7 @@ def latency_deployed(
     handover_seconds: int = 0,
     parallelism: int = 6,
     keep_logs: Path | None = None,
+    settings: tuple[str, ...] = (),
 ) -> tuple[report.Latency, list[tuple[str, float | None, float | None]]]:
     """The flow DAG under a real scheduler: its latency, and its `copy` tasks (`boundaries`). `keep_logs`: where
     the Airflow home's task logs go afterwards (each copy task's log tells which ranges handed over, left or
@@ -104,6 +105,7 @@ def latency_deployed(
             f"{DEPLOYED}->B.mirrorflow.copy.handover.seconds = {handover_seconds}",
             f"{DEPLOYED}->B.mirrorflow.spark.master = local[2]",
             "emit.heartbeats.enabled = false",
+            *(f"{DEPLOYED}->B.{key} = {value}" for key, value in (item.split("=", 1) for item in settings)),
         ),
     )
     home = directory / f"airflow-h{handover_seconds}"
@@ -155,6 +157,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parallelism", type=int, default=6, help="the LocalExecutor's slots")
     parser.add_argument("--keep-logs", type=Path, default=None, help="copy the Airflow task logs here")
     parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a flow key for every row, e.g. mirrorflow.copy.transaction.min.ms=0",
+    )
+    parser.add_argument(
         "--probe", type=Path, default=None, help="write the Spark copy's phase marks here (probe_site/sitecustomize.py)"
     )
     args = parser.parse_args(argv)
@@ -163,7 +172,8 @@ def main(argv: list[str] | None = None) -> int:
     with bench_clusters("mirrorflow-deployed-") as (directory, source, target):
         case = Case(0, args.size, args.partitions, f"deployed{run_id()}")
         config = directory / "in-process.properties"
-        write_config(config, source, target, {"inp": (f"lat-inp-{case.topic}", "exactly-once")})
+        settings = tuple(f"inp->B.{k} = {v}" for k, v in (item.split("=", 1) for item in args.set))
+        write_config(config, source, target, {"inp": (f"lat-inp-{case.topic}", "exactly-once")}, settings)
         found = []
         if not args.no_in_process:
             found.append(latency_floor(source, case, "floor", args.rate, args.seconds))
@@ -181,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
                 handover,
                 args.parallelism,
                 args.keep_logs,
+                tuple(args.set),
             )
             found.append(deployed)
             boundaries_of.append((handover, runs))

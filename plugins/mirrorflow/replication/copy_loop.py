@@ -38,7 +38,7 @@ from mirrorflow.replication.copy_setup import (
     start_transforms,
 )
 from mirrorflow.replication.copy_stall import CopyStalled, stalled_message
-from mirrorflow.replication.copy_task import CopyResult, CopyTask, buffer_settings
+from mirrorflow.replication.copy_task import CopyResult, CopyTask, buffer_settings, lingered
 from mirrorflow.replication.offset_sync_writer import OffsetSyncWriter
 
 log = logging.getLogger(__name__)
@@ -46,9 +46,8 @@ log = logging.getLogger(__name__)
 HANDOVER_CLAIM_WAIT_S = 30.0
 """How long a fenced continuous copy waits for its successor's claim before it fails instead (`CopyLoop.run`)."""
 
-# How long one read waits for a full batch of records (librdkafka returns early only when the batch is full).
-# Interval copies are behind by design and fill reads quickly; a continuous copy that has caught up would wait
-# the whole timeout for records that trickle in, adding it to every record's latency, so it polls often.
+# How long one read waits for a full batch (librdkafka returns early only then). Interval copies are behind by design
+# and fill reads quickly; a caught-up continuous copy would add the whole wait to every record's latency.
 READ_TIMEOUT_S = 0.1
 CAUGHT_UP_READ_TIMEOUT_S = 0.01
 
@@ -267,7 +266,7 @@ class CopyLoop:
             wanted = min(self.batch_records - len(upstreams), 10000)
             messages = self.reader.read(wanted, self.read_timeout)
             if not messages:
-                if began and self.continuous and time.monotonic() >= linger_until:
+                if began and self.continuous and lingered(linger_until, len(upstreams)):
                     break  # nothing more to read: commit what is open instead of holding it
                 if not began and self._ending():
                     break  # idle: nothing to commit, so stop now rather than at the transaction limit
@@ -292,7 +291,7 @@ class CopyLoop:
                     dead_letter=self.dead_letter,
                 )
             caught_up = len(messages) < wanted or messages[-1].error() is not None
-            if self.continuous and caught_up and time.monotonic() >= linger_until:
+            if self.continuous and caught_up and lingered(linger_until, len(upstreams)):
                 # Caught up (the read drained what the consumer had fetched, or hit the source's end) and open
                 # for `batch_min_ms`: waiting longer would only hold these records back from read_committed
                 # consumers, and committing sooner would write the state slots at every fetch.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
@@ -10,6 +11,19 @@ from mirrorflow.core.transforms import ChainSpec
 
 if TYPE_CHECKING:
     from mirrorflow.config.model import Flow
+
+
+# The commit interval (`batch_min_ms`) spares light partitions a commit per fetch (44 a second at 500 records/s), each
+# read back by every copy start. A loaded partition's commits are spaced by their own round trips, and holding its
+# transaction open stalled the copy (one process, 8 x 2,000 records/s: p99 1-5 s, not 0.1 s; docs/benchmarks.md):
+# a transaction holding this many records commits once caught up, whatever its age.
+LINGER_RECORDS = 32
+
+
+def lingered(linger_until: float, records: int) -> bool:
+    """Whether a caught-up continuous transaction may commit: it is `batch_min_ms` old (`linger_until`, monotonic), or
+    it holds `LINGER_RECORDS`."""
+    return records >= LINGER_RECORDS or time.monotonic() >= linger_until
 
 
 @dataclass(frozen=True)
@@ -39,7 +53,8 @@ class CopyTask:
     timeout_s: float
     batch_records: int = 50000
     batch_ms: int = 500  # the longest a transaction stays open (`mirrorflow.copy.transaction.max.ms`)
-    # Continuous: the shortest a transaction holding records stays open (`mirrorflow.copy.transaction.min.ms`).
+    # Continuous: the shortest a transaction holding records stays open (`mirrorflow.copy.transaction.min.ms`),
+    # unless it holds `LINGER_RECORDS`.
     batch_min_ms: int = 0
     batch_bytes: int = 64 * 1024 * 1024  # value bytes a transaction may hold, bounding a task's memory
     # The buffers of this range (see `buffer_settings`); `copy_ranges` divides a Spark task's budget among its ranges.
