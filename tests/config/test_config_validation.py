@@ -108,6 +108,16 @@ def test_zero_interval_and_replication_factor(config_errors: Errors) -> None:
     assert "emit.checkpoints.enabled = false" in issues[0].fix
 
 
+def test_commit_interval_keys_take_zero_but_not_negatives(load: Load, config_errors: Errors) -> None:
+    """`mirrorflow.copy.transaction.min.ms` / `.min.records` 0 turn the interval / its record exemption off."""
+    zero = "a->b.mirrorflow.copy.transaction.min.ms = 0\na->b.mirrorflow.copy.transaction.min.records = 0\n"
+    flow = load(BASE + zero).flow("a->b")
+    assert (flow.copy_transaction_min_ms, flow.copy_transaction_min_records) == (0, 0)
+    assert load(BASE).flow("a->b").copy_transaction_min_records == 32
+    issues = config_errors(BASE + "a->b.mirrorflow.copy.transaction.min.records = -1\n")
+    assert _where(issues) == [(5, "a->b.mirrorflow.copy.transaction.min.records")]
+
+
 @pytest.mark.parametrize(
     ("line", "fragment"),
     [

@@ -5,7 +5,8 @@ second per partition at 500 records/s on the deployed-path benchmark): each comm
 run and a marker to each of two state slots, and every copy start reads the slots' uncleaned tail, so the run
 boundary's reads grew with the commit rate (20,000 records, 1-1.5 s per read). Real brokers: a producer writes a
 record every 5 ms while the copy runs; consecutive transactions holding records must lie at least the interval
-apart, and every record is copied once.
+apart, and every record is copied once. A loaded partition's transaction commits once it holds
+`mirrorflow.copy.transaction.min.records` (32, session 17): the second test.
 """
 
 from __future__ import annotations
@@ -33,8 +34,11 @@ def test_a_caught_up_copy_commits_at_most_once_per_commit_interval(
     source_topic: str,
     write_config: WriteConfig,
 ) -> None:
-    (task,) = continuous_tasks(write_config, source_topic, 1)
+    # The trickle stays below 32 records a transaction; min.records 0 keeps a delivery burst on a loaded host from
+    # ending one early.
+    (task,) = continuous_tasks(write_config, source_topic, 1, **{"mirrorflow.copy.transaction.min.records": "0"})
     assert task.batch_min_ms == 100, "the default interval: Kafka Streams' exactly-once commit.interval.ms"
+    assert task.linger_records == 0
     stop = threading.Event()
     commits: list[tuple[float, int]] = []  # (when, transactions so far) at every commit
     outcomes: dict[str, Any] = {}
@@ -81,24 +85,31 @@ def test_a_loaded_partition_commits_once_caught_up_without_waiting_the_interval(
     """Holding a loaded partition's transaction open for the interval stalled the copy (8 partitions at 2,000
     records/s each, one process: p99 1.1-5 s against 0.1 s without the interval). A transaction holding
     `LINGER_RECORDS` commits as soon as the reader has caught up: with a 30 s interval, 500 waiting records are
-    committed long before it ends (the old rule held them the whole 30 s). Only the records of the reader's last
-    fetch may still wait, when they are fewer than `LINGER_RECORDS`."""
+    committed long before it ends (the old rule held them the whole 30 s). Only the last open transaction may
+    still wait, when it holds fewer than `LINGER_RECORDS`. The clock starts at the copy's first commit (its
+    claim), not before its set-up."""
     (task,) = continuous_tasks(
         write_config,
         source_topic,
         1,
-        **{"mirrorflow.copy.transaction.min.ms": "30000", "mirrorflow.copy.transaction.max.ms": "60000"},
+        **{"mirrorflow.copy.transaction.min.ms": "30000", "mirrorflow.copy.transaction.max.ms": "45000"},
     )
     assert task.batch_min_ms == 30000
+    assert task.linger_records == LINGER_RECORDS == 32, "the default of mirrorflow.copy.transaction.min.records"
     producer = kafka_producer("A")
     for i in range(500):
         producer.produce(source_topic, value=f"r{i}".encode(), partition=0)
     assert producer.flush(30) == 0
-    stop, outcomes = threading.Event(), {}
-    copier = threading.Thread(target=runner(task, outcomes), args=("copy",), kwargs={"stop": stop.is_set})
-    started = time.monotonic()
+    stop, outcomes, first_commit = threading.Event(), {}, threading.Event()
+    copier = threading.Thread(
+        target=runner(task, outcomes),
+        args=("copy",),
+        kwargs={"stop": stop.is_set, "on_batch": lambda _r: first_commit.set()},
+    )
     copier.start()
     try:
+        assert first_commit.wait(120), f"the copy did not commit its claim: {outcomes}"
+        started = time.monotonic()
         while (committed := committed_count(kafka_clusters, f"A.{source_topic}", 0)) < 500 - LINGER_RECORDS:
             assert not outcomes, f"the copy ended early: {outcomes}"
             waited = time.monotonic() - started

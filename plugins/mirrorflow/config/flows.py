@@ -33,8 +33,12 @@ from mirrorflow.core.patterns import PatternError, compile_patterns, parse_list
 from mirrorflow.core.topic_filter import JAVA_DEFAULT_TOPIC_FILTER
 
 _REPLICATION_FACTORS = [k for k in TYPED_FIELDS.values() if k.endswith("replication.factor")]
-# handover 0: DAG runs never overlap; transaction.min 0: a caught-up copy commits at once
-_NON_NEGATIVE = ["mirrorflow.copy.handover.seconds", "mirrorflow.copy.transaction.min.ms"]
+# handover 0: DAG runs never overlap; transaction.min.ms 0: a caught-up copy commits at once; .records 0: never early
+_NON_NEGATIVE = [
+    "mirrorflow.copy.handover.seconds",
+    "mirrorflow.copy.transaction.min.ms",
+    "mirrorflow.copy.transaction.min.records",
+]
 _POSITIVE = [k for k in TYPED_FIELDS.values() if k.endswith((".seconds", ".ms")) and k not in _NON_NEGATIVE] + [
     "mirrorflow.copy.partitions.per.task",
     "mirrorflow.drill.history",

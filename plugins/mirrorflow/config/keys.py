@@ -244,6 +244,7 @@ MIRRORFLOW_FLOW_KEYS: dict[str, KeySpec] = {
         KeySpec("mirrorflow.copy.handover.seconds", "long", "60"),
         KeySpec("mirrorflow.copy.transaction.max.ms", "long", "500"),
         KeySpec("mirrorflow.copy.transaction.min.ms", "long", "100"),
+        KeySpec("mirrorflow.copy.transaction.min.records", "int", "32"),
         KeySpec("mirrorflow.copy.partitions.per.task", "int", "8"),
         KeySpec("mirrorflow.schedule", "string", "@continuous"),
         KeySpec("mirrorflow.provenance.headers", "bool", "false"),

@@ -78,6 +78,7 @@ TYPED_FIELDS: dict[str, str] = {
     "copy_handover_seconds": "mirrorflow.copy.handover.seconds",
     "copy_transaction_max_ms": "mirrorflow.copy.transaction.max.ms",
     "copy_transaction_min_ms": "mirrorflow.copy.transaction.min.ms",
+    "copy_transaction_min_records": "mirrorflow.copy.transaction.min.records",
     "copy_partitions_per_task": "mirrorflow.copy.partitions.per.task",
     "schedule": "mirrorflow.schedule",
     "provenance_headers": "mirrorflow.provenance.headers",
@@ -194,9 +195,13 @@ class Flow(BaseModel):
     copy_transaction_max_ms: int = 500
     """The longest a copy transaction stays open: what a record waits at most before it is committed."""
     copy_transaction_min_ms: int = 100
-    """Continuous copies: the shortest a transaction holding records stays open (capped by the longest), so a
-    caught-up copy commits at most about 10 times a second, as Kafka Streams' exactly-once `commit.interval.ms`
-    (100 ms) does. 0: commit as soon as the copy has caught up."""
+    """Continuous copies: the shortest a transaction holding fewer than `copy_transaction_min_records` records stays
+    open (capped by the longest), so a caught-up light partition (below ~320 records/s at the defaults) commits at
+    most about 10 times a second, as Kafka Streams' exactly-once `commit.interval.ms` (100 ms) does. 0: commit as
+    soon as the copy has caught up."""
+    copy_transaction_min_records: int = 32
+    """Continuous copies: a caught-up transaction holding this many records commits whatever its age (holding a
+    loaded partition's transaction open stalled the copy, docs/copy.md). 0: the minimum time applies to all."""
     copy_partitions_per_task: int = 8
     """The most source partitions one Spark task copies (in threads) when partitions outnumber Spark's slots."""
     schedule: str = "@continuous"

@@ -3,7 +3,8 @@ publish offset syncs and metrics (MM2's MirrorSourceTask poll/commit cycle). `co
 
 One pass of `CopyLoop.run`:
   1. `_fill`: read from the source into one open transaction until `batch_records`, `batch_bytes`, `batch_ms`,
-     the interval's end, or (continuous) the reader has caught up and the transaction is `batch_min_ms` old;
+     the interval's end, or (continuous) the reader has caught up and the transaction is `batch_min_ms` old or
+     holds `linger_records` (`copy_task.lingered`);
   2. `_commit`: flush, check every delivery, extend the offset map, store the progress and commit
      (`copy_commit.commit_batch`): records, map and progress become visible together;
   3. `_after_commit`: the offset syncs due (`offset_sync_writer`), the newest position at most every
@@ -52,7 +53,7 @@ READ_TIMEOUT_S = 0.1
 CAUGHT_UP_READ_TIMEOUT_S = 0.01
 
 # MM2's "latest position" offset sync goes out at most this often (and when the run ends), as MM2 promotes its
-# delayed syncs every offset.flush.interval.ms: a caught-up copy commits up to 10 times a second (`batch_min_ms`).
+# delayed syncs every offset.flush.interval.ms: a caught-up copy commits often (`copy_task.lingered`).
 PUBLISH_INTERVAL_S = 1.0
 
 # Metrics snapshots go out at the first commit, then at most this often, and when the run ends. Every copy start reads
@@ -266,7 +267,7 @@ class CopyLoop:
             wanted = min(self.batch_records - len(upstreams), 10000)
             messages = self.reader.read(wanted, self.read_timeout)
             if not messages:
-                if began and self.continuous and lingered(linger_until, len(upstreams)):
+                if began and self.continuous and lingered(linger_until, len(upstreams), task.linger_records):
                     break  # nothing more to read: commit what is open instead of holding it
                 if not began and self._ending():
                     break  # idle: nothing to commit, so stop now rather than at the transaction limit
@@ -291,10 +292,10 @@ class CopyLoop:
                     dead_letter=self.dead_letter,
                 )
             caught_up = len(messages) < wanted or messages[-1].error() is not None
-            if self.continuous and caught_up and lingered(linger_until, len(upstreams)):
+            if self.continuous and caught_up and lingered(linger_until, len(upstreams), task.linger_records):
                 # Caught up (the read drained what the consumer had fetched, or hit the source's end) and open
-                # for `batch_min_ms`: waiting longer would only hold these records back from read_committed
-                # consumers, and committing sooner would write the state slots at every fetch.
+                # for `batch_min_ms` or holding `linger_records`: waiting longer would only hold these records
+                # back; a light partition committing sooner would write the state slots at every fetch.
                 break
         return began
 

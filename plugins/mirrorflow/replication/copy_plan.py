@@ -87,9 +87,8 @@ def plan_copy(
         state_partitions = planned_state_partitions(flow, sep)
     policy = flow.policy()
     syncs_on_target = flow.offset_syncs_topic_location == "target"
-    syncs_topic = None
-    if flow.emit_offset_syncs_enabled:
-        syncs_topic = policy.offset_syncs_topic(flow.source if syncs_on_target else flow.target)
+    syncs_topic = policy.offset_syncs_topic(flow.source if syncs_on_target else flow.target)
+    syncs_topic = syncs_topic if flow.emit_offset_syncs_enabled else None
     syncs_producer = (flow.target_producer if syncs_on_target else flow.source_producer).librdkafka()
     target_producer, target_consumer = flow.target_producer.librdkafka(), flow.target_consumer.librdkafka()
     tasks = []
@@ -119,6 +118,7 @@ def plan_copy(
                     timeout_s=flow.admin_timeout_ms / 1000,
                     batch_ms=flow.copy_transaction_max_ms,
                     batch_min_ms=min(flow.copy_transaction_min_ms, flow.copy_transaction_max_ms),
+                    linger_records=flow.copy_transaction_min_records,
                     source_consumer=source_consumer,
                     target_producer=target_producer,
                     target_consumer=target_consumer,

@@ -15,9 +15,9 @@ only after the segments are confirmed (`copy_commit`), so a crash or a refused w
 
 A transaction closes at `batch_records`, `batch_bytes` or `batch_ms`, and in continuous mode also once the reader
 has caught up with the source and the transaction has been open `batch_min_ms` (100 ms, Kafka Streams' exactly-once
-commit interval): a copy that keeps up commits at most about 10 times a second, so records are visible to
-read_committed consumers quickly without every fetch writing the state slots; one that is behind fills long
-transactions, which cost fewer commits per record.
+commit interval) or holds `linger_records` (32): a light partition that keeps up commits at most about 10 times a
+second, so records are visible to read_committed consumers quickly without every fetch writing the state slots; a
+loaded one commits once caught up; one that is behind fills long transactions, fewer commits per record.
 
 MM2 offset syncs are written after each commit by a separate, non-transactional producer (as MM2 does), at
 every segment start and whenever downstream drift reaches `offset.lag.max`; a run first rewrites syncs an

@@ -16,14 +16,15 @@ if TYPE_CHECKING:
 # The commit interval (`batch_min_ms`) spares light partitions a commit per fetch (44 a second at 500 records/s), each
 # read back by every copy start. A loaded partition's commits are spaced by their own round trips, and holding its
 # transaction open stalled the copy (one process, 8 x 2,000 records/s: p99 1-5 s, not 0.1 s; docs/benchmarks.md):
-# a transaction holding this many records commits once caught up, whatever its age.
+# a transaction holding this many records (`mirrorflow.copy.transaction.min.records`) commits once caught up, whatever
+# its age. At the default interval the linger applies below ~320 records/s per partition.
 LINGER_RECORDS = 32
 
 
-def lingered(linger_until: float, records: int) -> bool:
+def lingered(linger_until: float, records: int, linger_records: int) -> bool:
     """Whether a caught-up continuous transaction may commit: it is `batch_min_ms` old (`linger_until`, monotonic), or
-    it holds `LINGER_RECORDS`."""
-    return records >= LINGER_RECORDS or time.monotonic() >= linger_until
+    it holds `linger_records` (0: never early)."""
+    return 0 < linger_records <= records or time.monotonic() >= linger_until
 
 
 @dataclass(frozen=True)
@@ -54,8 +55,9 @@ class CopyTask:
     batch_records: int = 50000
     batch_ms: int = 500  # the longest a transaction stays open (`mirrorflow.copy.transaction.max.ms`)
     # Continuous: the shortest a transaction holding records stays open (`mirrorflow.copy.transaction.min.ms`),
-    # unless it holds `LINGER_RECORDS`.
+    # unless it holds `linger_records` (`mirrorflow.copy.transaction.min.records`; 0: the time applies to all).
     batch_min_ms: int = 0
+    linger_records: int = LINGER_RECORDS
     batch_bytes: int = 64 * 1024 * 1024  # value bytes a transaction may hold, bounding a task's memory
     # The buffers of this range (see `buffer_settings`); `copy_ranges` divides a Spark task's budget among its ranges.
     memory_bytes: int = 256 * 1024 * 1024
