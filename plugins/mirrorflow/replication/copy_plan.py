@@ -87,8 +87,8 @@ def plan_copy(
         state_partitions = planned_state_partitions(flow, sep)
     policy = flow.policy()
     syncs_on_target = flow.offset_syncs_topic_location == "target"
-    syncs_topic = policy.offset_syncs_topic(flow.source if syncs_on_target else flow.target)
-    syncs_topic = syncs_topic if flow.emit_offset_syncs_enabled else None
+    syncs_name = policy.offset_syncs_topic(flow.source if syncs_on_target else flow.target)
+    syncs_topic = syncs_name if flow.emit_offset_syncs_enabled else None
     syncs_producer = (flow.target_producer if syncs_on_target else flow.source_producer).librdkafka()
     target_producer, target_consumer = flow.target_producer.librdkafka(), flow.target_consumer.librdkafka()
     tasks = []
