@@ -35,7 +35,7 @@ from confluent_kafka.admin import NewTopic
 
 import report
 from bench_latency import latency_floor, latency_mirrorflow, measure
-from bench_mirrorflow import prepare_flow_topics, write_config
+from bench_mirrorflow import flow_settings, prepare_flow_topics, write_config
 from harness import KEEP, Case, bench_clusters, create_topics, run_id
 from mirrorflow.airflow.local_scheduler import LocalScheduler
 
@@ -105,7 +105,7 @@ def latency_deployed(
             f"{DEPLOYED}->B.mirrorflow.copy.handover.seconds = {handover_seconds}",
             f"{DEPLOYED}->B.mirrorflow.spark.master = local[2]",
             "emit.heartbeats.enabled = false",
-            *(f"{DEPLOYED}->B.{key} = {value}" for key, value in (item.split("=", 1) for item in settings)),
+            *flow_settings([DEPLOYED], settings),
         ),
     )
     home = directory / f"airflow-h{handover_seconds}"
@@ -172,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     with bench_clusters("mirrorflow-deployed-") as (directory, source, target):
         case = Case(0, args.size, args.partitions, f"deployed{run_id()}")
         config = directory / "in-process.properties"
-        settings = tuple(f"inp->B.{k} = {v}" for k, v in (item.split("=", 1) for item in args.set))
+        settings = flow_settings(["inp"], args.set)
         write_config(config, source, target, {"inp": (f"lat-inp-{case.topic}", "exactly-once")}, settings)
         found = []
         if not args.no_in_process:

@@ -11,7 +11,7 @@ import argparse
 
 import report
 from bench_latency import latency_floor, latency_mirrorflow
-from bench_mirrorflow import write_config
+from bench_mirrorflow import flow_settings, write_config
 from harness import Case, bench_clusters, run_id
 
 
@@ -36,8 +36,7 @@ def main(argv: list[str] | None = None) -> int:
         rounds = [args.rates[len(args.rates) // 2], *args.rates]  # the first round warms the brokers
         aliases = {f"s{i}": (f"lat-s{i}-{case.topic}", args.delivery) for i in range(len(rounds))}
         config = directory / "sweep.properties"
-        settings = [item.split("=", 1) for item in args.set]
-        write_config(config, source, target, aliases, tuple(f"{a}->B.{k} = {v}" for a in aliases for k, v in settings))
+        write_config(config, source, target, aliases, flow_settings(aliases, args.set))
         eos = args.delivery == "exactly-once"
         found: list[report.Latency] = []
         for i, rate in enumerate(rounds):

@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import replace
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -54,6 +55,12 @@ def write_config(
         *extra,
     ]
     path.write_text("\n".join(lines) + "\n")
+
+
+def flow_settings(aliases: Iterable[str], items: Iterable[str]) -> tuple[str, ...]:
+    """`--set KEY=VALUE` items as config lines `<alias>->B.KEY = VALUE` for every alias."""
+    pairs = [item.split("=", 1) for item in items]
+    return tuple(f"{alias}->B.{key} = {value}" for alias in aliases for key, value in pairs)
 
 
 def prepare_flow_topics(source: str, target: str, alias: str, case: Case, remote_config: dict[str, str]) -> None:
