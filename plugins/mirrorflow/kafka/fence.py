@@ -57,7 +57,7 @@ class AbortAhead:
         except KafkaException:
             pass  # the coordinator is aborting the old owner's transaction, or is slow: the writer's init settles it
         finally:
-            producer.close()  # its abort, refused while an init is pending, warns: filtered at import (below)
+            producer.close()  # its abort, refused while an init is pending, warns: filtered at import (above)
 
 
 class _NoAbortAhead(AbortAhead):
