@@ -65,13 +65,17 @@ def in_suite(
     print(f"- deployed path: the flow DAG under a real scheduler at {rate:,.0f} records/s ...", flush=True)
     deployed = Case(0, case.size, case.partitions, f"deployed{run_id()}")
     latency, found = latency_deployed(directory, *clusters, deployed, rate, seconds, run_seconds, handover_seconds)
-    return latency, boundaries_text(found)
+    return latency, f"{report.windows_text(latency)}\n\n{boundaries_text(found)}"
 
 
-def boundaries_text(found: list[tuple[str, float | None, float | None]]) -> str:
+Boundary = tuple[str, float | None, float | None, str]
+"""A copy task (`boundaries`): run id, seconds since the previous copy ended, seconds it ran, its start (UTC)."""
+
+
+def boundaries_text(found: list[Boundary]) -> str:
     return report.text_table(
-        ("run", "s since the previous copy ended", "copy task ran s"),
-        [(r, report.fmt(since, "{:.1f}"), report.fmt(ran, "{:.1f}")) for r, since, ran in found],
+        ("run", "copy started (UTC)", "s since the previous copy ended", "copy task ran s"),
+        [(r, at, report.fmt(since, "{:.1f}"), report.fmt(ran, "{:.1f}")) for r, since, ran, at in found],
     )
 
 
@@ -87,7 +91,7 @@ def latency_deployed(
     parallelism: int = 6,
     keep_logs: Path | None = None,
     settings: tuple[str, ...] = (),
-) -> tuple[report.Latency, list[tuple[str, float | None, float | None]]]:
+) -> tuple[report.Latency, list[Boundary]]:
     """The flow DAG under a real scheduler: its latency, and its `copy` tasks (`boundaries`). `keep_logs`: where
     the Airflow home's task logs go afterwards (each copy task's log tells which ranges handed over, left or
     took a partition back, and when), before the benchmark's directory is removed."""
@@ -123,14 +127,15 @@ def latency_deployed(
     return latency, boundaries(rows)
 
 
-def boundaries(rows: list[tuple[Any, ...]]) -> list[tuple[str, float | None, float | None]]:
+def boundaries(rows: list[tuple[Any, ...]]) -> list[Boundary]:
     """Per copy task (start order): its run id, the seconds from the previous copy's end to its start (negative:
-    the runs overlapped), and how long it ran (None while it still runs)."""
-    found: list[tuple[str, float | None, float | None]] = []
+    the runs overlapped), how long it ran (None while it still runs), and its start (UTC)."""
+    found: list[Boundary] = []
     previous_end: dt.datetime | None = None
     for run, started, ended in rows:
         since = None if previous_end is None else (started - previous_end).total_seconds()
-        found.append((str(run), since, None if ended is None else (ended - started).total_seconds()))
+        ran = None if ended is None else (ended - started).total_seconds()
+        found.append((str(run), since, ran, f"{started.astimezone(dt.UTC):%H:%M:%S}"))
         previous_end = ended
     return found
 
@@ -202,6 +207,9 @@ def main(argv: list[str] | None = None) -> int:
             for row, lat in zip(report.latency_rows(found), found, strict=True)
         ]
         print(report.text_table(header, body))
+        print()
+        for lat in found:
+            print(report.windows_text(lat))
         print()
         for handover, runs in boundaries_of:
             print(f"Deployed path, handover.seconds {handover}, each copy task (from Airflow's metadata DB):")

@@ -28,7 +28,7 @@ from bench_mm2 import start_mm2, stop, variant
 from harness import KEEP, Case, create_topics, delete_topics
 from mirrorflow.kafka.client_logs import with_logger
 from mirrorflow.local.runtime import KafkaRuntime
-from report import Latency
+from report import Latency, window_p99s
 
 HEADER = "bench-sent-ms"
 PROBE = b"probe"
@@ -171,7 +171,8 @@ def measure(
     reader.join(30)
     stop_replicator()
     steady = steady_samples(samples)
-    return Latency(case.name, name, rate, achieved, tuple(lat for _, lat in steady), longest_gap_ms(steady))
+    lats = tuple(lat for _, lat in steady)
+    return Latency(case.name, name, rate, achieved, lats, longest_gap_ms(steady), window_p99s(steady))
 
 
 def latency_floor(source: str, case: Case, alias: str, rate: float, seconds: float) -> Latency:

@@ -3,6 +3,7 @@ and the chart. Nothing here talks to Kafka, so tests/benchmarks/test_bench_repor
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -64,6 +65,9 @@ class Latency:
     longest_gap_ms: float | None = None
     """The longest time between two consecutive arrivals of stamped records on the target (after the warm-up):
     how long the replicator stood still, e.g. at a continuous DAG run's boundary."""
+    windows: tuple[tuple[int, float], ...] = ()
+    """(window start, epoch ms; p99 ms) of the samples produced in each `WINDOW_MS` window: which stretch of the
+    run the tail of the latency comes from (steady state or a run boundary)."""
 
     @property
     def p50(self) -> float:
@@ -81,6 +85,35 @@ class Overhead:
     what: str
     seconds: float
     copy_seconds: float | None = None
+
+
+WINDOW_MS = 10_000
+
+
+def window_p99s(samples: Sequence[tuple[int, int]], window_ms: int = WINDOW_MS) -> tuple[tuple[int, float], ...]:
+    """(window start, p99) per `window_ms` of produce time over (produce time, latency) samples, in time order."""
+    if not samples:
+        return ()
+    first = min(sent for sent, _ in samples)
+    by_window: dict[int, list[int]] = {}
+    for sent, latency in samples:
+        by_window.setdefault((sent - first) // window_ms, []).append(latency)
+    return tuple((first + k * window_ms, percentile(v, 99)) for k, v in sorted(by_window.items()))
+
+
+def windows_text(lat: Latency, goal_ms: float = 1000.0) -> str:
+    """One line on where a row's p99 comes from: the median window's p99, and every window above `goal_ms` (UTC
+    times, to set beside the run boundaries)."""
+    if not lat.windows:
+        return f"{lat.variant}: no samples"
+    p99s = [p for _, p in lat.windows]
+    over = [(start, p) for start, p in lat.windows if p > goal_ms]
+    stamp = [f"{dt.datetime.fromtimestamp(start / 1000, dt.UTC):%H:%M:%S} {p:,.0f} ms" for start, p in over]
+    return (
+        f"{lat.variant}: p99 of each {WINDOW_MS // 1000} s window (produce time): median {percentile(p99s, 50):,.0f} "
+        f"ms, min {min(p99s):,.0f}, max {max(p99s):,.0f}; {len(over)} of {len(p99s)} windows above "
+        f"{goal_ms:,.0f} ms" + (f" (starting {', '.join(stamp)})" if stamp else "")
+    )
 
 
 def percentile(values: Sequence[float], q: float) -> float:

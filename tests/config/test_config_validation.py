@@ -10,6 +10,7 @@ import pytest
 from mirrorflow.config.issues import ConfigError, Issue
 from mirrorflow.config.loader import load_config
 from mirrorflow.config.model import MirrorConfig
+from mirrorflow.replication.internal_topics import flow_internal_topics
 
 Load = Callable[..., MirrorConfig]
 Errors = Callable[..., list[Issue]]
@@ -116,6 +117,22 @@ def test_commit_interval_keys_take_zero_but_not_negatives(load: Load, config_err
     assert load(BASE).flow("a->b").copy_transaction_min_records == 32
     issues = config_errors(BASE + "a->b.mirrorflow.copy.transaction.min.records = -1\n")
     assert _where(issues) == [(5, "a->b.mirrorflow.copy.transaction.min.records")]
+
+
+def test_the_state_partitions_cap_is_a_power_of_two_and_sizes_the_state_topics(
+    load: Load, config_errors: Errors
+) -> None:
+    """`mirrorflow.state.partitions.max` caps the state topics' partitions, which grow only by doubling."""
+    flow = load(BASE).flow("a->b")
+    assert flow.state_partitions_max == 16384
+    counts = {t.purpose: t.partitions for t in flow_internal_topics(flow, source_partitions=1_000_000)}
+    assert (counts["progress"], counts["offset-map"], counts["metrics"]) == (16384, 16384, 16384)
+    capped = load(BASE + "a->b.mirrorflow.state.partitions.max = 4096\n").flow("a->b")
+    counts = {t.purpose: t.partitions for t in flow_internal_topics(capped, source_partitions=1_000_000)}
+    assert counts["progress"] == 4096
+    issues = config_errors(BASE + "a->b.mirrorflow.state.partitions.max = 5000\n")
+    assert _where(issues) == [(5, "a->b.mirrorflow.state.partitions.max")]
+    assert "power of two" in issues[0].problem
 
 
 @pytest.mark.parametrize(

@@ -45,7 +45,10 @@ def test_a_partitions_chain_holds_every_head_it_had_while_its_topic_doubled() ->
 
 
 def test_state_topics_are_sized_in_powers_of_two_and_refuse_other_counts() -> None:
-    assert [sized_state_partitions(n) for n in (0, 1, 32, 33, 2000, 10**6)] == [4, 4, 4, 8, 256, 4096]
+    sizes = (0, 1, 32, 33, 2000, 100_000, 10**6)
+    assert [sized_state_partitions(n) for n in sizes] == [4, 4, 4, 8, 256, 16384, 16384]
+    # `mirrorflow.state.partitions.max`: an operator's lower cap (4,096 until session 18)
+    assert [sized_state_partitions(n, 4096) for n in sizes] == [4, 4, 4, 8, 256, 4096, 4096]
     assert check_count(8, "t") == 8
     with pytest.raises(MirrorflowError, match="power of two"):
         check_count(6, "mirrorflow-progress.A.internal")

@@ -30,6 +30,7 @@ from mirrorflow.config.values import ValueProblem, parse_bool, parse_double, par
 from mirrorflow.core.errors import UsageError
 from mirrorflow.core.group_filter import JAVA_DEFAULT_GROUP_FILTER
 from mirrorflow.core.patterns import PatternError, compile_patterns, parse_list
+from mirrorflow.core.state_slots import MIN_STATE_PARTITIONS
 from mirrorflow.core.topic_filter import JAVA_DEFAULT_TOPIC_FILTER
 
 _REPLICATION_FACTORS = [k for k in TYPED_FIELDS.values() if k.endswith("replication.factor")]
@@ -172,6 +173,11 @@ def _spark_conf(reader: _Resolver) -> dict[str, SecretStr]:
 
 
 def _check_range(key: str, number: int) -> None:
+    if key == "mirrorflow.state.partitions.max" and (number < MIN_STATE_PARTITIONS or number & (number - 1)):
+        raise ValueProblem(
+            f"{number} is not a power of two of at least {MIN_STATE_PARTITIONS}",
+            "use 4096, 8192, 16384 (the default), ...: the state topics grow only by doubling",
+        )
     if key == "mirrorflow.lag.target.records" and number < 0:
         raise ValueProblem(f"{number} is not a number of records", "use 0 (always caught up) or more")
     if key in _NON_NEGATIVE and number < 0:

@@ -30,9 +30,12 @@ from mirrorflow.core.errors import MirrorflowError
 
 MIN_STATE_PARTITIONS = 4
 """Even a small flow gets a few slots: the same code path at every size, and room to grow before the first move."""
-MAX_STATE_PARTITIONS = 4096
-"""The cap on each state topic's partitions (three topics per flow on the target). At 100,000 partitions a slot
-then holds about 24 partitions' state."""
+MAX_STATE_PARTITIONS = 16384
+"""The default cap on each state topic's partitions (three topics per flow on the target;
+`mirrorflow.state.partitions.max`). At 100,000 partitions a slot then holds about 6 partitions' state, as at
+10,000: a copy task's start-up bytes stay flat up to 131,072 partitions (issue 17). 4,096 until session 18: about
+24 partitions per slot at 100,000, three times the bytes per task (docs/scaling.md weighs the partitions it
+costs)."""
 PARTITIONS_PER_SLOT = 8
 """The flow's partitions per slot that the sizing aims at: what one copy range reads at its start."""
 
@@ -85,16 +88,17 @@ state-plan.md lists the findings and the fixes). With it off every state topic k
 chain is [0], nothing moves, and the code reads and writes exactly as before the slots."""
 
 
-def flow_state_partitions(flow_partitions: int) -> int:
+def flow_state_partitions(flow_partitions: int, cap: int = MAX_STATE_PARTITIONS) -> int:
     """The partitions each state topic of a flow of `flow_partitions` source partitions should have: 1 while
     `SLOTS_ON` is off, else `sized_state_partitions`."""
-    return sized_state_partitions(flow_partitions) if SLOTS_ON else 1
+    return sized_state_partitions(flow_partitions, cap) if SLOTS_ON else 1
 
 
-def sized_state_partitions(flow_partitions: int) -> int:
-    """A power of two with about `PARTITIONS_PER_SLOT` of the flow's partitions per slot, within the bounds."""
+def sized_state_partitions(flow_partitions: int, cap: int = MAX_STATE_PARTITIONS) -> int:
+    """A power of two with about `PARTITIONS_PER_SLOT` of the flow's partitions per slot, at least
+    `MIN_STATE_PARTITIONS` and at most `cap` (a power of two: `mirrorflow.state.partitions.max`)."""
     wanted = max(-(-flow_partitions // PARTITIONS_PER_SLOT), MIN_STATE_PARTITIONS)
     count = 1
     while count < wanted:
         count *= 2
-    return min(count, MAX_STATE_PARTITIONS)
+    return min(count, max(cap, MIN_STATE_PARTITIONS))

@@ -165,7 +165,7 @@ def flow_internal_topics(
 ) -> tuple[InternalTopic, ...]:
     """The flow's internal topics; the state topics sized for `source_partitions` (0: unknown, the minimum)."""
     rules = rules or FlowRules.of(flow)
-    slots = flow_state_partitions(source_partitions)
+    slots = flow_state_partitions(source_partitions, flow.state_partitions_max)
     sep = rules.internal_separator
     rf = flow.checkpoints_topic_replication_factor
     topics = [
