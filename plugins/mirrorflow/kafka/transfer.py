@@ -1,12 +1,10 @@
 """The copy's target writer, transactional (exactly-once) or idempotent (at-least-once), and the batch it fills;
-the source side is `kafka/partition_reader.py`.
-
-The per-record hot loop (`TargetWriter.forward`) calls confluent-kafka directly: one Python frame per batch.
+the source side is `kafka/partition_reader.py`. The hot loop (`TargetWriter.forward`) calls confluent-kafka
+directly: one Python frame per batch.
 
 Client settings come in three strengths: the copy's correctness settings (isolation, idempotence, transactions)
 always apply; the throughput tuning below applies unless the operator's flow config sets the same key
-(`<source>.consumer.*`, `<target>.producer.*`); everything else is the operator's.
-"""
+(`<source>.consumer.*`, `<target>.producer.*`); everything else is the operator's."""
 
 from __future__ import annotations
 
@@ -31,10 +29,7 @@ TOO_LARGE = KafkaError.MSG_SIZE_TOO_LARGE
 
 # Batches close at a commit's flush anyway, so a longer linger costs no latency and fills batches (librdkafka's
 # 1 MB `batch.size` is the broker's default batch limit). 128 MiB unacknowledged, not 1 GiB: a task's budget.
-WRITER_DEFAULTS: Mapping[str, str | int] = {
-    "linger.ms": 20,
-    "queue.buffering.max.kbytes": 131072,
-}
+WRITER_DEFAULTS: Mapping[str, str | int] = {"linger.ms": 20, "queue.buffering.max.kbytes": 131072}
 
 
 class Batch:
@@ -98,11 +93,13 @@ class TargetWriter:
         max_message_bytes: int | None = None,
         connect_topic: str | None = None,
         abort_ahead: bool = False,
+        before_fence: Callable[[], object] | None = None,
     ) -> None:
         """`max_message_bytes`: the remote topic's `max.message.bytes`, which librdkafka's `message.max.bytes`
         (1 MB by default, checked when a record is produced) follows unless the operator's `conf` sets it.
         `connect_topic`: fetched before init_transactions, so the fence waits for no connection (run boundaries);
-        `abort_ahead`: a previous owner's open transaction is aborted first (`kafka.fence`: no 500 ms pause)."""
+        `abort_ahead`: a previous owner's open transaction is aborted first (`kafka.fence`: no 500 ms pause);
+        `before_fence`: called once connected, just before the fence (a run boundary's read ahead)."""
         self.cluster = cluster
         self.timeout_s = timeout_s
         self.transactional = transactional_id is not None
@@ -126,6 +123,7 @@ class TargetWriter:
             ahead = fence.AbortAhead(conf, transactional_id, connect_topic, timeout_s) if abort_ahead else fence.NONE
             with contextlib.suppress(KafkaException):  # best-effort: init_transactions reports a failure
                 _ = connect_topic is None or self._producer.list_topics(connect_topic, timeout=timeout_s)
+            _ = before_fence is None or before_fence()
             ahead.fire()
             self._call("initialising transactions", lambda: self._producer.init_transactions(timeout_s))
 

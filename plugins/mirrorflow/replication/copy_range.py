@@ -173,16 +173,21 @@ def _copy_range(
         # can commit (a zombie's syncs landing after the tail was read would be rewritten behind newer ones). A
         # continuous exactly-once copy reads its progress ahead (`state_reader`) BEFORE it fences: a newer run's
         # claim there means the partition is not this run's, and it leaves without fencing anybody
-        # (`copy_claims`). Its map is read ahead while it fences. The fences' order no longer decides who keeps
-        # the partition (the claims' run starts do), so the read ahead may delay the fence.
+        # (`copy_claims`). Its map is read ahead while its writer connects, and the fence waits for that read
+        # too: at a run boundary the old run copies on meanwhile, and after the fence only the tail is left to
+        # read (a loaded partition's map read ahead took up to 1.5 s, and the fence then waited for none of it:
+        # the boundary did, with nothing copied; session 18). The fences' order no longer decides who keeps the
+        # partition (the claims' run starts do), so the read ahead may delay the fence (at most
+        # `PRE_READ_WAIT_S` per open transaction it waits on).
         ahead = pool.submit(state_reader, task, shared)
+        map_ahead: Future[LogReader] | None = None
         if task.exactly_once and task.end is None:
             found_ahead = ahead.result()
             if claimed_by_newer_run(found_ahead.progress, task):
                 found_ahead.reader.close()
                 assert found_ahead.progress is not None  # claimed_by_newer_run says so
                 return _left(task, found_ahead.progress)
-            via = pool.submit(read_map_ahead, task, found_ahead)
+            via = map_ahead = pool.submit(read_map_ahead, task, found_ahead)
         else:
             via = pool.submit(lambda: ahead.result().reader)
         try:
@@ -195,6 +200,7 @@ def _copy_range(
                 max_message_bytes=task.max_message_bytes,
                 connect_topic=task.remote_topic,
                 abort_ahead=True,  # a predecessor's open transaction aborted without librdkafka's 500 ms pause
+                before_fence=None if map_ahead is None else lambda: wait([map_ahead]),
             )
         except BaseException:
             pool.submit(_close_reader, via)
