@@ -53,6 +53,7 @@ from mirrorflow.replication.flow_rules import FlowRules  # noqa: E402
 from mirrorflow.replication.topic_sync import CreatedTopic, TopicSyncReport  # noqa: E402
 
 sys.path.insert(0, str(REPO / "benchmarks"))  # its sibling, also when a test loads this file by path
+import scale_state  # noqa: E402
 from scale_state import (  # noqa: E402
     MARKERS_KEPT_S,
     PATCHED,
@@ -267,10 +268,14 @@ def main(argv: list[str] | None = None) -> int:
         default=MARKERS_KEPT_S,
         help="how long the cleaner keeps commit markers, delete.retention.ms (default %(default)s)",
     )
+    parser.add_argument(
+        "--state-partitions-max", type=int, default=scale_state.STATE_CAP, help="mirrorflow.state.partitions.max"
+    )
     parser.add_argument("--spark", default="local[2]", help="master of the task-count job; 'none' skips it")
     parser.add_argument("--spark-tasks", type=int, default=2000, help="Spark job: the first N tasks (0: all)")
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = parser.parse_args(argv)
+    scale_state.STATE_CAP = args.state_partitions_max
     config = HOME / "mm2-one.properties"
     config.write_text(
         "clusters = A, B\nA.bootstrap.servers = 127.0.0.1:1\nB.bootstrap.servers = 127.0.0.1:2\nA->B.enabled = true\n"

@@ -31,7 +31,7 @@ from typing import Any
 
 from mirrorflow.core.offset_map import Segment, encode_segment
 from mirrorflow.core.progress import Progress, encode_progress
-from mirrorflow.core.state_slots import head_slot, sized_state_partitions
+from mirrorflow.core.state_slots import MAX_STATE_PARTITIONS, head_slot, sized_state_partitions
 from mirrorflow.replication import copy_setup, copy_slots
 from mirrorflow.replication.copy_loop import SNAPSHOT_INTERVAL_S
 from mirrorflow.replication.copy_plan import spread
@@ -39,6 +39,9 @@ from mirrorflow.replication.copy_task import CopyTask
 from mirrorflow.replication.internal_topics import STATE_TOPIC_CONFIGS
 from mirrorflow.replication.metrics import PartitionMetrics, snapshot_key
 from mirrorflow.replication.slot_groups import slot_key
+
+STATE_CAP = MAX_STATE_PARTITIONS
+"""`mirrorflow.state.partitions.max` of the simulated flow (`scale_sim.py --state-partitions-max`)."""
 
 Record = tuple[int, int, bytes | None, bytes | None, int]
 
@@ -166,7 +169,7 @@ def startup_scan(tasks: list[CopyTask], dirty_versions: int) -> dict[str, Any]:
     """Per-range cost of reading a range's state at its start, at this many partitions: the one-partition state
     topics of older versions (every range reads all of them) beside today's slots (a range reads its own head
     slot of each topic, `core.state_slots`), in the same run on the same synthetic records."""
-    slots = sized_state_partitions(len(tasks))  # as they would be with slots on (`SLOTS_ON`)
+    slots = sized_state_partitions(len(tasks), STATE_CAP)  # as they would be with slots on (`SLOTS_ON`)
     before, after = _scan(tasks, dirty_versions, 1), _scan(tasks, dirty_versions, slots)
     chain = _scan(tasks, dirty_versions, slots, settled=False)
     found: dict[str, Any] = {
@@ -208,7 +211,7 @@ def tail_scan(
     partition of the flow alike) beside rate 0 (the live state only), measured on a range whose head slot holds
     the median number of the flow's partitions; only that slot is built. A busy partition writes a metrics snapshot
     every `snapshot_s`; the cleaner keeps commit markers `markers_s` (`delete.retention.ms`)."""
-    slots = sized_state_partitions(len(tasks))
+    slots = sized_state_partitions(len(tasks), STATE_CAP)
     heads = [head_slot(t.topic, t.partition, slots) for t in tasks]
     sizes = Counter(heads)
     median = sorted(sizes.values())[len(sizes) // 2]
@@ -246,7 +249,7 @@ def task_scan(tasks: list[CopyTask], tail: dict[str, Any], rates: list[float], p
     groups, a read per range: each range's whole head slot) beside the groups of `copy_plan.spread` with reads
     shared by the task's ranges (each slot the task touches, once), and the MB that makes at each commit rate,
     scaled from `tail_scan`'s per-range figure (MB per partition sharing the slot x partitions fetched)."""
-    slots = sized_state_partitions(len(tasks))
+    slots = sized_state_partitions(len(tasks), STATE_CAP)
     sized = [replace(t, state_partitions=slots) for t in tasks]
     sizes = Counter(slot_key(t) for t in sized)
     median_slot = sorted(sizes.values())[len(sizes) // 2]

@@ -124,12 +124,12 @@ def test_the_state_partitions_cap_is_a_power_of_two_and_sizes_the_state_topics(
 ) -> None:
     """`mirrorflow.state.partitions.max` caps the state topics' partitions, which grow only by doubling."""
     flow = load(BASE).flow("a->b")
-    assert flow.state_partitions_max == 16384
+    assert flow.state_partitions_max == 4096
     counts = {t.purpose: t.partitions for t in flow_internal_topics(flow, source_partitions=1_000_000)}
-    assert (counts["progress"], counts["offset-map"], counts["metrics"]) == (16384, 16384, 16384)
-    capped = load(BASE + "a->b.mirrorflow.state.partitions.max = 4096\n").flow("a->b")
-    counts = {t.purpose: t.partitions for t in flow_internal_topics(capped, source_partitions=1_000_000)}
-    assert counts["progress"] == 4096
+    assert (counts["progress"], counts["offset-map"], counts["metrics"]) == (4096, 4096, 4096)
+    raised = load(BASE + "a->b.mirrorflow.state.partitions.max = 16384\n").flow("a->b")
+    counts = {t.purpose: t.partitions for t in flow_internal_topics(raised, source_partitions=1_000_000)}
+    assert counts["progress"] == 16384
     issues = config_errors(BASE + "a->b.mirrorflow.state.partitions.max = 5000\n")
     assert _where(issues) == [(5, "a->b.mirrorflow.state.partitions.max")]
     assert "power of two" in issues[0].problem

@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -22,7 +23,7 @@ from tests.replication.conftest import WriteConfig
 from tests.replication.helpers import committed_count, continuous_tasks, runner, start_feeder
 
 from mirrorflow.local.cluster import LocalClusters
-from mirrorflow.replication.copy_task import LINGER_RECORDS, CopyResult
+from mirrorflow.replication.copy_task import LINGER_RECORDS, CopyResult, buffer_settings
 
 pytestmark = pytest.mark.integration
 
@@ -121,3 +122,48 @@ def test_a_loaded_partition_commits_once_caught_up_without_waiting_the_interval(
     result = outcomes["copy"]
     assert isinstance(result, CopyResult), result
     assert result.records == 500
+
+
+@pytest.mark.timeout(300)
+def test_a_continuous_runs_first_transaction_with_records_closes_early_on_a_backlog(
+    kafka_clusters: LocalClusters,
+    kafka_producer: Callable[..., Producer],
+    source_topic: str,
+    write_config: WriteConfig,
+) -> None:
+    """At a run boundary the new run starts behind by the handover's backlog, and its first transaction with
+    records held up to `batch_ms` of it (500 ms) before anything reached the target. That one now closes after
+    `FIRST_TRANSACTION_MS`: on a backlog of 120,000 records, with a one-minute transaction limit and no record cap,
+    it holds fewer than half of them (it held them all before), and every record is still copied once."""
+    backlog = 120_000
+    (task,) = continuous_tasks(write_config, source_topic, 1, **{"mirrorflow.copy.transaction.max.ms": "60000"})
+    task = replace(task, batch_records=10 * backlog)
+    assert buffer_settings(task).batch_records >= backlog and task.batch_ms == 60000
+    producer = kafka_producer("A", {"linger.ms": 50, "batch.size": 1_000_000})
+    for i in range(backlog):
+        while True:
+            try:
+                producer.produce(source_topic, value=b"%099d" % i, partition=0)
+                break
+            except BufferError:  # the producer's queue is full: let it deliver
+                producer.poll(0.1)
+    assert producer.flush(60) == 0
+    stop, outcomes, copied = threading.Event(), {}, []
+    on_batch = lambda r: copied.append(r.records)  # noqa: E731
+    copier = threading.Thread(
+        target=runner(task, outcomes), args=("copy",), kwargs={"stop": stop.is_set, "on_batch": on_batch}
+    )
+    copier.start()
+    try:
+        deadline = time.monotonic() + 120
+        while committed_count(kafka_clusters, f"A.{source_topic}", 0) < backlog:
+            assert not outcomes, f"the copy ended early: {outcomes}"
+            assert time.monotonic() < deadline, "the backlog was not copied within two minutes"
+            time.sleep(0.5)
+    finally:
+        stop.set()
+        copier.join(60)
+    result = outcomes["copy"]
+    assert isinstance(result, CopyResult) and result.records == backlog, result
+    first = next(n for n in copied if n)
+    assert first < backlog // 2, f"the first transaction with records held {first} of the {backlog} waiting"

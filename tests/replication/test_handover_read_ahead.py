@@ -17,6 +17,7 @@ from tests.replication.conftest import WriteConfig
 from tests.replication.helpers import continuous_tasks, hand_over_mid_copy, runner
 
 import mirrorflow.replication.copy_range as copy_range_module
+from mirrorflow.kafka import fence
 from mirrorflow.kafka.compacted_log import LogReader
 from mirrorflow.local.cluster import LocalClusters
 from mirrorflow.replication.copy_slots import ReadAhead
@@ -34,25 +35,35 @@ def test_the_next_run_fences_only_after_its_map_read_ahead_and_the_old_run_copie
     write_config: WriteConfig,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The new run's map read ahead is held until the old run has committed three more times (10 s at most): it
-    can only while it is not fenced. Fencing while the map was read (the order before session 18) stopped the old
-    run at once, and the read ahead waited the 10 s out with no commit. Then the handover completes as usual:
+    """The new run's map read ahead is held until the old run has committed three more times (1.5 s at most, within
+    the fence's own wait for it): it can only while it is not fenced, and the fence begins only after the read
+    returned. Fencing while the map was read (the order before session 18) stopped the old run at once, and the
+    read ahead waited the 1.5 s out with no commit. Then the handover completes as usual:
     the old run ends handed over, and every record is on the target once, in order."""
     (task,) = continuous_tasks(write_config, source_topic, 1)
     old_commits: list[int] = []
     commits_during_read: list[int] = []
-    real_read_map_ahead = copy_range_module.read_map_ahead
+    read_done: list[float] = []  # when the new run's map read ahead returned
+    fenced_at: list[float] = []  # when the new run's fence began (its abort-ahead fires just before init)
+    real_read_map_ahead, real_fire = copy_range_module.read_map_ahead, fence.AbortAhead.fire
 
     def read_map_ahead(task: CopyTask, ahead: ReadAhead) -> LogReader:
         reader = real_read_map_ahead(task, ahead)
         if old_commits:  # the new run's start (the old run's own start comes before its first commit)
-            before, deadline = len(old_commits), time.monotonic() + 10
+            before, deadline = len(old_commits), time.monotonic() + 1.5  # within the fence's PRE_READ_WAIT_S
             while len(old_commits) < before + 3 and time.monotonic() < deadline:
                 time.sleep(0.02)
             commits_during_read.append(len(old_commits) - before)
+            read_done.append(time.monotonic())
         return reader
 
+    def fire(self: fence.AbortAhead, wait_s: float | None = None) -> None:
+        if old_commits:
+            fenced_at.append(time.monotonic())
+        real_fire(self, wait_s)
+
     monkeypatch.setattr(copy_range_module, "read_map_ahead", read_map_ahead)
+    monkeypatch.setattr(fence.AbortAhead, "fire", fire)
     outcomes: dict[str, CopyResult | BaseException] = {}
     run = runner(task, outcomes)
 
@@ -66,6 +77,7 @@ def test_the_next_run_fences_only_after_its_map_read_ahead_and_the_old_run_copie
     assert commits_during_read and commits_during_read[0] >= 3, (
         f"the old run committed {commits_during_read} times while the new run read its map ahead: fenced already"
     )
+    assert fenced_at and read_done and fenced_at[0] >= read_done[0], "the new run fenced before its map read ahead"
     old, new = outcomes["old"], outcomes["new"]
     assert isinstance(old, CopyResult) and old.handed_over, old
     assert isinstance(new, CopyResult) and not new.handed_over, new

@@ -46,9 +46,10 @@ def test_a_partitions_chain_holds_every_head_it_had_while_its_topic_doubled() ->
 
 def test_state_topics_are_sized_in_powers_of_two_and_refuse_other_counts() -> None:
     sizes = (0, 1, 32, 33, 2000, 100_000, 10**6)
-    assert [sized_state_partitions(n) for n in sizes] == [4, 4, 4, 8, 256, 16384, 16384]
-    # `mirrorflow.state.partitions.max`: an operator's lower cap (4,096 until session 18)
-    assert [sized_state_partitions(n, 4096) for n in sizes] == [4, 4, 4, 8, 256, 4096, 4096]
+    assert [sized_state_partitions(n) for n in sizes] == [4, 4, 4, 8, 256, 4096, 4096]
+    # `mirrorflow.state.partitions.max`: an operator's higher cap; one that is no power of two is rounded down
+    assert [sized_state_partitions(n, 16384) for n in sizes] == [4, 4, 4, 8, 256, 16384, 16384]
+    assert sized_state_partitions(10**6, 5000) == 4096
     assert check_count(8, "t") == 8
     with pytest.raises(MirrorflowError, match="power of two"):
         check_count(6, "mirrorflow-progress.A.internal")

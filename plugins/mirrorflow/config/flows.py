@@ -176,7 +176,7 @@ def _check_range(key: str, number: int) -> None:
     if key == "mirrorflow.state.partitions.max" and (number < MIN_STATE_PARTITIONS or number & (number - 1)):
         raise ValueProblem(
             f"{number} is not a power of two of at least {MIN_STATE_PARTITIONS}",
-            "use 4096, 8192, 16384 (the default), ...: the state topics grow only by doubling",
+            "use 4096 (the default), 8192, 16384, ...: the state topics grow only by doubling",
         )
     if key == "mirrorflow.lag.target.records" and number < 0:
         raise ValueProblem(f"{number} is not a number of records", "use 0 (always caught up) or more")

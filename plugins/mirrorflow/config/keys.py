@@ -246,7 +246,7 @@ MIRRORFLOW_FLOW_KEYS: dict[str, KeySpec] = {
         KeySpec("mirrorflow.copy.transaction.min.ms", "long", "100"),
         KeySpec("mirrorflow.copy.transaction.min.records", "int", "32"),
         KeySpec("mirrorflow.copy.partitions.per.task", "int", "8"),
-        KeySpec("mirrorflow.state.partitions.max", "int", "16384"),
+        KeySpec("mirrorflow.state.partitions.max", "int", "4096"),
         KeySpec("mirrorflow.schedule", "string", "@continuous"),
         KeySpec("mirrorflow.provenance.headers", "bool", "false"),
         KeySpec("mirrorflow.spark.master", "string", "local[*]"),

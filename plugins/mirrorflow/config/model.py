@@ -205,10 +205,11 @@ class Flow(BaseModel):
     loaded partition's transaction open stalled the copy, docs/copy.md). 0: the minimum time applies to all."""
     copy_partitions_per_task: int = 8
     """The most source partitions one Spark task copies (in threads) when partitions outnumber Spark's slots."""
-    state_partitions_max: int = 16384
+    state_partitions_max: int = 4096
     """The most partitions each of the flow's three state topics grows to (a power of two; `core.state_slots`). A
-    copy task reads the slots of its partitions at start, so below the cap its start-up bytes stay flat as the flow
-    grows; past it (8 x the cap source partitions) they grow with the flow again. docs/scaling.md has the cost."""
+    copy task reads the slots of its partitions at start, so below the cap its start-up state bytes stay flat as
+    the flow grows; past it (8 x the cap source partitions) they grow with the flow again. docs/scaling.md item 1
+    weighs a higher cap (more partitions, and metadata that grows with them)."""
     schedule: str = "@continuous"
     provenance_headers: bool = False
     spark_master: str = "local[*]"

@@ -30,12 +30,12 @@ from mirrorflow.core.errors import MirrorflowError
 
 MIN_STATE_PARTITIONS = 4
 """Even a small flow gets a few slots: the same code path at every size, and room to grow before the first move."""
-MAX_STATE_PARTITIONS = 16384
+MAX_STATE_PARTITIONS = 4096
 """The default cap on each state topic's partitions (three topics per flow on the target;
-`mirrorflow.state.partitions.max`). At 100,000 partitions a slot then holds about 6 partitions' state, as at
-10,000: a copy task's start-up bytes stay flat up to 131,072 partitions (issue 17). 4,096 until session 18: about
-24 partitions per slot at 100,000, three times the bytes per task (docs/scaling.md weighs the partitions it
-costs)."""
+`mirrorflow.state.partitions.max`). At 100,000 partitions a slot then holds about 24 partitions' state, three
+times the state bytes per copy task of a 10,000-partition flow; 16,384 keeps them flat up to 131,072 partitions,
+but every client reading a state topic fetches its metadata, about 45 bytes per partition, and existing topics
+would grow at the upgrade: docs/scaling.md item 1 weighs both."""
 PARTITIONS_PER_SLOT = 8
 """The flow's partitions per slot that the sizing aims at: what one copy range reads at its start."""
 
@@ -101,4 +101,4 @@ def sized_state_partitions(flow_partitions: int, cap: int = MAX_STATE_PARTITIONS
     count = 1
     while count < wanted:
         count *= 2
-    return min(count, max(cap, MIN_STATE_PARTITIONS))
+    return min(count, 1 << (max(cap, MIN_STATE_PARTITIONS).bit_length() - 1))  # a cap rounded down to a power of 2

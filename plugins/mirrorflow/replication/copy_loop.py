@@ -2,9 +2,9 @@
 publish offset syncs and metrics (MM2's MirrorSourceTask poll/commit cycle). `copy_range` sets it up.
 
 One pass of `CopyLoop.run`:
-  1. `_fill`: read from the source into one open transaction until `batch_records`, `batch_bytes`, `batch_ms`,
-     the interval's end, or (continuous) the reader has caught up and the transaction is `batch_min_ms` old or
-     holds `linger_records` (`copy_task.lingered`);
+  1. `_fill`: read into one open transaction until `batch_records`, `batch_bytes`, `batch_ms` (a continuous run's
+     first: `copy_task.transaction_ms`), the interval's end, or (continuous) the reader has caught up and the
+     transaction is `batch_min_ms` old or holds `linger_records` (`copy_task.lingered`);
   2. `_commit`: flush, check every delivery, extend the offset map, store the progress and commit
      (`copy_commit.commit_batch`): records, map and progress become visible together;
   3. `_after_commit`: the offset syncs due (`offset_sync_writer`), the newest position at most every
@@ -39,7 +39,7 @@ from mirrorflow.replication.copy_setup import (
     start_transforms,
 )
 from mirrorflow.replication.copy_stall import CopyStalled, stalled_message
-from mirrorflow.replication.copy_task import CopyResult, CopyTask, buffer_settings, lingered
+from mirrorflow.replication.copy_task import CopyResult, CopyTask, buffer_settings, lingered, transaction_ms
 from mirrorflow.replication.offset_sync_writer import OffsetSyncWriter
 
 log = logging.getLogger(__name__)
@@ -255,7 +255,7 @@ class CopyLoop:
     def _fill(self, batch: Batch, at_end: bool) -> bool:
         """Read into `batch` (one transaction, begun on the first record); True when a transaction began."""
         task, writer, upstreams = self.task, self.writer, batch.upstreams
-        batch_deadline = time.monotonic() + task.batch_ms / 1000
+        batch_deadline = time.monotonic() + transaction_ms(task, not self.result.transactions) / 1000
         began, linger_until = False, batch_deadline
         while (
             not at_end

@@ -78,6 +78,7 @@ from mirrorflow.replication.copy_setup import (
     start_metrics,
     state_reader,
 )
+from mirrorflow.replication.copy_slots import PRE_READ_WAIT_S
 from mirrorflow.replication.copy_stall import CopyStalled
 from mirrorflow.replication.copy_task import CopyResult, CopyTask, buffer_settings
 from mirrorflow.replication.offset_sync_writer import OffsetSyncWriter, newest_offset_sync
@@ -174,11 +175,9 @@ def _copy_range(
         # continuous exactly-once copy reads its progress ahead (`state_reader`) BEFORE it fences: a newer run's
         # claim there means the partition is not this run's, and it leaves without fencing anybody
         # (`copy_claims`). Its map is read ahead while its writer connects, and the fence waits for that read
-        # too: at a run boundary the old run copies on meanwhile, and after the fence only the tail is left to
-        # read (a loaded partition's map read ahead took up to 1.5 s, and the fence then waited for none of it:
-        # the boundary did, with nothing copied; session 18). The fences' order no longer decides who keeps the
-        # partition (the claims' run starts do), so the read ahead may delay the fence (at most
-        # `PRE_READ_WAIT_S` per open transaction it waits on).
+        # (`PRE_READ_WAIT_S` at most): the old run copies on meanwhile (a loaded partition's read took up to 1.5 s,
+        # all of it with nothing copied while the fence came first; session 18). The fences' order no longer
+        # decides who keeps the partition (the claims' run starts do), so the read ahead may delay the fence.
         ahead = pool.submit(state_reader, task, shared)
         map_ahead: Future[LogReader] | None = None
         if task.exactly_once and task.end is None:
@@ -200,7 +199,7 @@ def _copy_range(
                 max_message_bytes=task.max_message_bytes,
                 connect_topic=task.remote_topic,
                 abort_ahead=True,  # a predecessor's open transaction aborted without librdkafka's 500 ms pause
-                before_fence=None if map_ahead is None else lambda: wait([map_ahead]),
+                before_fence=None if map_ahead is None else lambda: wait([map_ahead], timeout=PRE_READ_WAIT_S),
             )
         except BaseException:
             pool.submit(_close_reader, via)

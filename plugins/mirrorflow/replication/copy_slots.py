@@ -149,14 +149,13 @@ class ReadAhead(NamedTuple):
 
 def state_reader(task: CopyTask, shared: LogCache | None = None) -> ReadAhead:
     """The reader `load_state` reads through, connected to both state topics. A continuous exactly-once copy
-        reads its progress through it before it fences: a claim of a newer run there means the partition is not this
-        run's to take (`copy_claims`); `read_map_ahead` then reads the map while the writer connects, before the fence
-    (`copy_range`). The reader
-        remembers both: at a run boundary the run it takes over from copies on meanwhile, and the read after the
-        fence, the one the boundary waits for, is only what was committed since (`LogReader`, `remember`). These
-        reads are a head start, not the answer: they wait `PRE_READ_WAIT_S` at most on an open transaction, and a
-        failure is left to the read after the fence. `shared`: the cache of the Spark task's ranges (`copy_group`),
-        so that the ranges whose state shares a slot fetch it once between them."""
+    reads its progress through it before it fences: a claim of a newer run there means the partition is not this
+    run's to take (`copy_claims`); `read_map_ahead` then reads the map while the writer connects, and the fence
+    waits for that read (`copy_range`). The reader remembers both: at a run boundary the run it takes over from
+    copies on meanwhile, and the read after the fence, the one the boundary waits for, is only what was committed
+    since (`LogReader`, `remember`). These reads are a head start, not the answer: they wait `PRE_READ_WAIT_S` at
+    most on an open transaction, and a failure is left to the read after the fence. `shared`: the cache of the
+    Spark task's ranges (`copy_group`), so that the ranges whose state shares a slot fetch it once between them."""
     reader = LogReader(task.target, task.target_consumer, timeout_s=task.timeout_s, remember=True, shared=shared)
     try:
         reader.connect(task.progress_topic, task.offset_map_topic)

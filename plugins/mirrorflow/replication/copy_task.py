@@ -21,6 +21,18 @@ if TYPE_CHECKING:
 LINGER_RECORDS = 32
 
 
+FIRST_TRANSACTION_MS = 100
+"""A continuous run's first transaction with records stays open this long at most (`batch_ms` if shorter): at a run
+boundary it carries the backlog of the handover, which at the full `batch_ms` (500 ms) plus its flush kept the
+target without a new record for 0.5-1.4 s after the claim at 46k records/s (docs/benchmarks.md "Session 18")."""
+
+
+def transaction_ms(task: CopyTask, first: bool) -> int:
+    """How long the transaction being filled may stay open: `batch_ms`, or at most `FIRST_TRANSACTION_MS` for a
+    continuous run's `first` one with records."""
+    return min(task.batch_ms, FIRST_TRANSACTION_MS) if first and task.end is None else task.batch_ms
+
+
 def lingered(linger_until: float, records: int, linger_records: int) -> bool:
     """Whether a caught-up continuous transaction may commit: it is `batch_min_ms` old (`linger_until`, monotonic), or
     it holds `linger_records` (0: never early)."""
