@@ -255,7 +255,7 @@ class CopyLoop:
     def _fill(self, batch: Batch, at_end: bool) -> bool:
         """Read into `batch` (one transaction, begun on the first record); True when a transaction began."""
         task, writer, upstreams = self.task, self.writer, batch.upstreams
-        batch_deadline = time.monotonic() + transaction_ms(task, not self.result.transactions) / 1000
+        batch_deadline = time.monotonic() + transaction_ms(task, self.consumed_to == self.result.start) / 1000
         began, linger_until = False, batch_deadline
         while (
             not at_end

@@ -29,7 +29,8 @@ target without a new record for 0.5-1.4 s after the claim at 46k records/s (docs
 
 def transaction_ms(task: CopyTask, first: bool) -> int:
     """How long the transaction being filled may stay open: `batch_ms`, or at most `FIRST_TRANSACTION_MS` for a
-    continuous run's `first` one with records."""
+    continuous run's `first` one with records (before it consumed any: a partition whose transforms drop every
+    record would otherwise count as never having had one)."""
     return min(task.batch_ms, FIRST_TRANSACTION_MS) if first and task.end is None else task.batch_ms
 
 
