@@ -179,7 +179,21 @@ def test_the_longest_arrival_gap_and_the_deployed_paths_copy_boundaries(monkeypa
     assert latency.longest_gap_ms([]) is None
     t0 = dt.datetime(2026, 11, 27, tzinfo=dt.UTC)
     rows = [("r1", t0, t0 + dt.timedelta(seconds=60)), ("r2", t0 + dt.timedelta(seconds=66.5), None)]
-    assert deployed.boundaries(rows) == [("r1", None, 60.0), ("r2", 6.5, None)]
+    assert deployed.boundaries(rows) == [("r1", None, 60.0, "00:00:00"), ("r2", 6.5, None, "00:01:06")]
+
+
+def test_the_p99_of_each_window_says_where_the_tail_of_the_latency_comes_from() -> None:
+    """`window_p99s` groups (produce ms, latency ms) samples by 10 s of produce time; `windows_text` names the
+    windows above the goal by their UTC start, to set beside the run boundaries."""
+    t0 = 1_795_000_000_000  # epoch ms
+    samples = [(t0 + i, 50) for i in range(100)] + [(t0 + 10_000 + i, 50 + 30 * i) for i in range(100)]
+    windows = report.window_p99s(samples)
+    assert [start for start, _ in windows] == [t0, t0 + 10_000]
+    assert windows[0][1] == 50 and windows[1][1] > 1000
+    lat = report.Latency("1KB x 8p", "flow DAG", 1000.0, 1000.0, tuple(v for _, v in samples), windows=windows)
+    text = report.windows_text(lat)
+    assert "1 of 2 windows above 1,000 ms" in text and "median" in text
+    assert report.window_p99s([]) == ()
 
 
 def test_the_deployed_path_is_judged_on_p99_p50_and_its_longest_gap() -> None:
