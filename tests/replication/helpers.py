@@ -28,7 +28,7 @@ from mirrorflow.local.cluster import LocalClusters
 from mirrorflow.local.runtime import kafka_runtime
 from mirrorflow.replication.copy_plan import SourcePartitions, plan_copy
 from mirrorflow.replication.copy_range import copy_range
-from mirrorflow.replication.copy_task import CopyTask
+from mirrorflow.replication.copy_task import CopyResult, CopyTask
 from mirrorflow.replication.flow_cycle import run_control_plane
 
 # Records carry old timestamps; without this the brokers' time-based retention would delete them mid-test.
@@ -243,6 +243,19 @@ def runner(task: CopyTask | Mapping[str, CopyTask], outcomes: dict[str, Any]) ->
             outcomes[name] = err
 
     return run
+
+
+def start_copy(
+    task: CopyTask, on_batch: Callable[[CopyResult], object]
+) -> tuple[threading.Event, dict[str, Any], threading.Thread]:
+    """`copy_range(task, on_batch=..., stop=...)` started in a thread: the event that stops it, its outcome under
+    "copy" once it ended (`runner`), and the thread to join."""
+    stop, outcomes = threading.Event(), {}
+    copier = threading.Thread(
+        target=runner(task, outcomes), args=("copy",), kwargs={"on_batch": on_batch, "stop": stop.is_set}
+    )
+    copier.start()
+    return stop, outcomes, copier
 
 
 def hand_over_mid_copy(

@@ -15,12 +15,11 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
 
 import pytest
 from confluent_kafka import Producer
 from tests.replication.conftest import WriteConfig
-from tests.replication.helpers import committed_count, continuous_tasks, runner, start_feeder
+from tests.replication.helpers import committed_count, continuous_tasks, start_copy, start_feeder
 
 from mirrorflow.local.cluster import LocalClusters
 from mirrorflow.replication.copy_task import LINGER_RECORDS, CopyResult, buffer_settings
@@ -40,14 +39,8 @@ def test_a_caught_up_copy_commits_at_most_once_per_commit_interval(
     (task,) = continuous_tasks(write_config, source_topic, 1, **{"mirrorflow.copy.transaction.min.records": "0"})
     assert task.batch_min_ms == 100, "the default interval: Kafka Streams' exactly-once commit.interval.ms"
     assert task.linger_records == 0
-    stop = threading.Event()
     commits: list[tuple[float, int]] = []  # (when, transactions so far) at every commit
-    outcomes: dict[str, Any] = {}
-    on_batch = lambda r: commits.append((time.monotonic(), r.transactions))  # noqa: E731
-    copier = threading.Thread(
-        target=runner(task, outcomes), args=("copy",), kwargs={"on_batch": on_batch, "stop": stop.is_set}
-    )
-    copier.start()
+    stop, outcomes, copier = start_copy(task, lambda r: commits.append((time.monotonic(), r.transactions)))
     producing, sent, feeder = start_feeder(kafka_producer, source_topic, 0.005)
     try:
         time.sleep(4)
@@ -101,13 +94,8 @@ def test_a_loaded_partition_commits_once_caught_up_without_waiting_the_interval(
     for i in range(500):
         producer.produce(source_topic, value=f"r{i}".encode(), partition=0)
     assert producer.flush(30) == 0
-    stop, outcomes, first_commit = threading.Event(), {}, threading.Event()
-    copier = threading.Thread(
-        target=runner(task, outcomes),
-        args=("copy",),
-        kwargs={"stop": stop.is_set, "on_batch": lambda _r: first_commit.set()},
-    )
-    copier.start()
+    first_commit = threading.Event()
+    stop, outcomes, copier = start_copy(task, lambda _r: first_commit.set())
     try:
         assert first_commit.wait(120), f"the copy did not commit its claim: {outcomes}"
         started = time.monotonic()
@@ -148,12 +136,8 @@ def test_a_continuous_runs_first_transaction_with_records_closes_early_on_a_back
             except BufferError:  # the producer's queue is full: let it deliver
                 producer.poll(0.1)
     assert producer.flush(60) == 0
-    stop, outcomes, copied = threading.Event(), {}, []
-    on_batch = lambda r: copied.append(r.records)  # noqa: E731
-    copier = threading.Thread(
-        target=runner(task, outcomes), args=("copy",), kwargs={"stop": stop.is_set, "on_batch": on_batch}
-    )
-    copier.start()
+    copied: list[int] = []
+    stop, outcomes, copier = start_copy(task, lambda r: copied.append(r.records))
     try:
         deadline = time.monotonic() + 120
         while committed_count(kafka_clusters, f"A.{source_topic}", 0) < backlog:
