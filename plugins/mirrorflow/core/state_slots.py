@@ -34,7 +34,7 @@ MAX_STATE_PARTITIONS = 4096
 """The default cap on each state topic's partitions (three topics per flow on the target;
 `mirrorflow.state.partitions.max`). At 100,000 partitions a slot then holds about 24 partitions' state, three
 times the state bytes per copy task of a 10,000-partition flow; 16,384 keeps them flat up to 131,072 partitions,
-but every client reading a state topic fetches its metadata, about 45 bytes per partition, and existing topics
+but every client reading a state topic fetches its metadata, about 42 bytes per partition, and existing topics
 would grow at the upgrade: docs/scaling.md item 1 weighs both."""
 PARTITIONS_PER_SLOT = 8
 """The flow's partitions per slot that the sizing aims at: what one copy range reads at its start."""
