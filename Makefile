@@ -149,6 +149,11 @@ bench-map-growth: setup
 bench-state-startup: setup
 	$(PY) benchmarks/bench_state_startup.py $(BENCH_ARGS)
 
+# The metadata answers a Spark task's start asks about the state topics, counted by the broker (docs/scaling.md).
+.PHONY: bench-state-metadata
+bench-state-metadata: setup
+	$(PY) benchmarks/bench_state_metadata.py $(BENCH_ARGS)
+
 # One flow of 2,000 source partitions end to end on local clusters, copy to group sync checked (docs/scaling.md).
 .PHONY: bench-flow-scale
 bench-flow-scale: setup

@@ -62,6 +62,11 @@ TAIL_S = (int(STATE_TOPIC_CONFIGS["min.compaction.lag.ms"]) + int(STATE_TOPIC_CO
 own delay: its 15 s backoff, and the dirty ratio's wait)."""
 MARKERS_KEPT_S = int(STATE_TOPIC_CONFIGS["delete.retention.ms"]) / 1000
 """How long the cleaner keeps a cleaned transaction's commit marker."""
+METADATA_ANSWERS = {"a read per range (session 18)": 178, "shared (session 19)": 43}
+"""Metadata answers listing a state topic at the start of a Spark task of 8 continuous exactly-once ranges, as
+the broker counted them (`make bench-state-metadata`, 2026-12-02): each lists every slot of its topic."""
+METADATA_PARTITION_BYTES = 42
+"""One partition in a metadata answer at replication factor 3 (`broker_metadata.partition_bytes(3)`)."""
 
 
 def timed(fn: Callable[[], Any], repeat: int = 5) -> tuple[float, Any]:
@@ -248,7 +253,8 @@ def task_scan(tasks: list[CopyTask], tail: dict[str, Any], rates: list[float], p
     """Per Spark task of `per_task` ranges: the partitions whose state its start fetches, today (round-robin
     groups, a read per range: each range's whole head slot) beside the groups of `copy_plan.spread` with reads
     shared by the task's ranges (each slot the task touches, once), and the MB that makes at each commit rate,
-    scaled from `tail_scan`'s per-range figure (MB per partition sharing the slot x partitions fetched)."""
+    scaled from `tail_scan`'s per-range figure (MB per partition sharing the slot x partitions fetched); and the
+    metadata answers the start asks (`METADATA_ANSWERS`, measured), which list every slot of a state topic."""
     slots = sized_state_partitions(len(tasks), STATE_CAP)
     sized = [replace(t, state_partitions=slots) for t in tasks]
     sizes = Counter(slot_key(t) for t in sized)
@@ -270,4 +276,7 @@ def task_scan(tasks: list[CopyTask], tail: dict[str, Any], rates: list[float], p
             label = f"c = {rate:g}/s" if rate else "c = 0 (live state only, baseline)"
             per_partition = float(tail[f"{label}: MB fetched per range (x8 per Spark task)"]) / median_slot
             found[f"{way}: {label}: MB fetched per task"] = round(per_partition * middle, 3)
+    for way, answers in METADATA_ANSWERS.items():
+        megabytes = answers * slots * METADATA_PARTITION_BYTES / 1e6
+        found[f"metadata, {way}: {answers} answers of {slots:,} slots, MB per task (RF 3)"] = round(megabytes, 2)
     return found

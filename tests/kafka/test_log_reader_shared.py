@@ -55,7 +55,7 @@ def test_a_read_served_from_the_cache_ends_at_its_own_end_and_the_next_read_sees
     with reader(conf, cache) as first, reader(conf, cache) as a, reader(conf, cache) as b:
         before = latest_values(first.read(topic, partitions=[0]))
         assert before == {b"k%d" % i: b"v%d" % i for i in range(10)} and cache.records == 10
-        real = compacted_log._true_ends
+        real = compacted_log.true_ends
 
         def then_commit(*args: Any) -> Iterator[dict[int, int]]:
             for ends in real(*args):
@@ -63,9 +63,9 @@ def test_a_read_served_from_the_cache_ends_at_its_own_end_and_the_next_read_sees
                 committed(producer, topic, {b"k0": b"new", b"k99": b"v99"})
                 yield ends
 
-        monkeypatch.setattr(compacted_log, "_true_ends", then_commit)
+        monkeypatch.setattr(compacted_log, "true_ends", then_commit)
         seen_by_a = latest_values(a.read(topic, partitions=[0]))
-        monkeypatch.setattr(compacted_log, "_true_ends", real)
+        monkeypatch.setattr(compacted_log, "true_ends", real)
         assert seen_by_a == before, "A's read ends at A's end: the commit after it is not A's"
         assert (cache.fetches, cache.records) == (1, 10), "A was served from the cache, nothing fetched"
         seen_by_b = latest_values(b.read(topic, partitions=[0]))

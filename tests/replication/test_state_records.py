@@ -20,6 +20,7 @@ from mirrorflow.core import offset_runs
 from mirrorflow.core.offset_map import OffsetMap, Segment, StoredRuns, encode_segment, encode_segment_key
 from mirrorflow.core.progress import Progress, encode_progress, encode_progress_key
 from mirrorflow.kafka import compacted_log
+from mirrorflow.kafka.read_stall import blocked
 from mirrorflow.replication.copy_task import CopyTask
 from mirrorflow.replication.offset_translation import FlowOffsetMaps, RawRecord, Translation, assemble_offset_maps
 
@@ -155,10 +156,10 @@ def test_a_partial_at_least_once_commit_does_not_make_the_copy_refuse_its_own_hi
 
 
 def test_a_stall_blames_a_transaction_only_where_one_was_seen() -> None:
-    seen = compacted_log._blocked("B", "s", {0: 5}, {0: 3}, 2.0, {0})
+    seen = blocked("B", "s", {0: 5}, {0: 3}, 2.0, {0})
     assert isinstance(seen, compacted_log.OpenTransactionError)
     assert "--start-offset 3" in str(seen) and "unless" not in str(seen)
-    unseen = compacted_log._blocked("B", "s", {0: 5}, {0: 3}, 2.0, set())
+    unseen = blocked("B", "s", {0: 5}, {0: 3}, 2.0, set())
     assert not isinstance(unseen, compacted_log.OpenTransactionError)
     assert "kafka-transactions" not in str(unseen) and "still open" not in str(unseen)
     assert "leader" in str(unseen) and "s-0 at offset 3" in str(unseen)

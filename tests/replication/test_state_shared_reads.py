@@ -116,6 +116,7 @@ def test_a_tasks_ranges_fetch_their_shared_slot_once_and_resume_exactly(
     assert {name: fetched[(name, slot)] for name in names} == dict.fromkeys(names, 1), "one fetch per slot"
     assert cache.fetches < 3 * len(mates), "the other reads were tails (or nothing new at all)"
     assert cache.kept_records() <= 3 * PARTITIONS + 20, "the cache holds the slot's live keys, no history"
+    cache.close()
 
     # Every other range, and then all of them again with nothing new, in one task: still exact.
     others = [t for t in planned(flow, topic, remote, continuous=continuous) if t.partition not in mates]

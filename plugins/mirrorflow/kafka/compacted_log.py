@@ -17,18 +17,23 @@ dashboard, health) pass a short `wait_s` (their own timeout) rather than block f
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import TopicMetadata
 
 from mirrorflow.core.errors import MirrorflowError
 from mirrorflow.kafka.clients import consumer as make_consumer
 from mirrorflow.kafka.log_cache import Kept, LogCache, Record, boot_clock, hold_all
+from mirrorflow.kafka.log_fetch import ENDS_SPAN_S as ENDS_SPAN_S  # re-exported
+from mirrorflow.kafka.log_fetch import consume_to as consume_to
+from mirrorflow.kafka.log_fetch import true_ends
 from mirrorflow.kafka.operation_error import KafkaOperationError
 from mirrorflow.kafka.read_stall import OpenTransactionError as OpenTransactionError  # re-exported
 from mirrorflow.kafka.read_stall import StalledReadError as StalledReadError
-from mirrorflow.kafka.read_stall import blocked as _blocked
 
 OPEN_TRANSACTION_WAIT_S = 90.0
 """How long a read waits without progress for open transactions to end. A killed copy task's transaction is
@@ -36,24 +41,6 @@ aborted by its coordinator once `transaction.timeout.ms` (60 s for the copy's pr
 began, noticed within `transaction.abort.timed.out.transaction.cleanup.interval.ms` (10 s by default): at most
 about 70 s after the reader starts waiting. 90 s covers that with room for writing the abort markers. The copy
 always uses 60 s (`TargetWriter`; a flow's own `transaction.timeout.ms` does not apply to it, docs/copy.md)."""
-
-ENDS_SPAN_S = 5.0
-"""How long a read goes on taking partitions' ends (one watermark request each, in ascending order) before it
-fetches up to those it took. Every partition's end is a promise that the fetch will soon reach the records below
-it: the log cleaner may drop one of them once a record of its key written beyond the end is older than
-`min.compaction.lag.ms` (`internal_topics.STATE_TOPIC_CONFIGS`). Taking all ends first made that time grow with
-the partition count times the round trip (4,096 slots at 50 ms: 3.4 minutes before the first fetch, most of a
-5-minute lag); in spans it is this plus one round trip, whatever the count (found by review,
-tests/kafka/test_log_reader_cleaner.py)."""
-
-_REFUSALS = {
-    KafkaError._AUTHENTICATION,
-    KafkaError.SASL_AUTHENTICATION_FAILED,
-    KafkaError._SSL,
-    KafkaError.TOPIC_AUTHORIZATION_FAILED,
-    KafkaError.CLUSTER_AUTHORIZATION_FAILED,
-}
-"""Client-wide errors that end a read at once: waiting would not change them."""
 
 
 class MissingTopicError(MirrorflowError):
@@ -105,17 +92,17 @@ class LogReader:
         self.cluster, self._conf, self._timeout_s, self.wait_s = cluster, conf, timeout_s, wait_s
         self._committed = read_committed
         self._cache = shared if shared is not None else LogCache() if remember else None
-        self._reader = make_consumer(
-            conf,
-            **{
-                "enable.partition.eof": True,
-                "isolation.level": "read_committed" if read_committed else "read_uncommitted",
-                "auto.offset.reset": "earliest",
-                # consume() waits its whole timeout unless the batch fills; short waits keep small reads fast.
-                "fetch.wait.max.ms": 50,
-            },
-        )
-        self._asker: Consumer | None = None if read_committed else self._reader
+        self._shared = shared is not None
+        # A reader sharing a cache borrows a fetching client from it for each fetch (`LogCache.borrow`) and asks
+        # ends and metadata through its one asker: a Spark task's ranges then pay a client's connections and
+        # metadata a few times between them, not once per range.
+        self._reader: Consumer | None = None if self._shared else self._new_reader()
+        self._asker: Consumer | None = None if read_committed or self._shared else self._reader
+        self.counts_after: float | None = None
+        """None: every read asks its topic's metadata (the partition count its slots are chosen from). A time
+        (`time.monotonic`): a read through a cache (`remember`, `shared`) may take the count from an answer
+        asked at or after it (`LogCache.topic`): a copy passes its fence's end, so that a growth made by a run
+        before it is seen, and 0 before the fence, where any count will do (what it reads then is a head start)."""
 
     def read(
         self,
@@ -127,7 +114,7 @@ class LogReader:
     ) -> Iterator[Record]:
         """`read_to_end` of `topic` through this reader's clients."""
         try:
-            metadata = self._reader.list_topics(topic, timeout=self._timeout_s).topics.get(topic)
+            metadata = self._metadata(topic)
             if metadata is None or metadata.error is not None:
                 if metadata is not None and metadata.error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
                     raise KafkaOperationError(self.cluster, f"reading topic '{topic}'", metadata.error)
@@ -142,15 +129,55 @@ class LogReader:
                 partitions = partitions(len(metadata.partitions))
             # Ascending, always: readers of the state slots rely on taking lower slots' ends first (`state_records`).
             wanted = sorted(metadata.partitions) if partitions is None else sorted(partitions)
-            if self._asker is None:
-                self._asker = make_consumer(self._conf, **{"isolation.level": "read_uncommitted"})
+            self._ends_client()
             if self._cache is not None:
                 yield from self._read_kept(topic, wanted)
                 return
-            for ends in _true_ends(self._asker, topic, wanted, self._timeout_s):
+            for ends in true_ends(self._asker, topic, wanted, self._timeout_s):
                 yield from self._fetch(topic, ends)
         except KafkaException as err:
             raise KafkaOperationError(self.cluster, f"reading topic '{topic}'", err) from err
+
+    def _metadata(self, topic: str) -> TopicMetadata | None:
+        """`topic`'s metadata: asked now, or kept by the cache (see `counts_after`)."""
+
+        def ask() -> TopicMetadata | None:
+            client = self._reader or self._ends_client()
+            return client.list_topics(topic, timeout=self._timeout_s).topics.get(topic)
+
+        if self._cache is None or self.counts_after is None:
+            return ask()
+        return self._cache.topic(self.cluster, topic, self.counts_after, ask, _countable)
+
+    def _ends_client(self) -> Consumer:
+        """The read_uncommitted client asking the true ends: the reader itself when it reads uncommitted, the
+        shared cache's (one per Spark task, `LogCache.asker`), or this reader's own."""
+        if self._asker is None:
+            if self._shared and self._cache is not None:
+                self._asker = self._cache.asker(self.cluster, self._conf, self._new_asker)
+            else:
+                self._asker = self._new_asker()
+        return self._asker
+
+    def _new_asker(self) -> Consumer:
+        return make_consumer(self._conf, **{"isolation.level": "read_uncommitted"})
+
+    def _new_reader(self) -> Consumer:
+        settings = {
+            "enable.partition.eof": True,
+            "isolation.level": "read_committed" if self._committed else "read_uncommitted",
+            "auto.offset.reset": "earliest",
+            # consume() waits its whole timeout unless the batch fills; short waits keep small reads fast.
+            "fetch.wait.max.ms": 50,
+        }
+        return make_consumer(self._conf, **settings)
+
+    def _fetching(self) -> AbstractContextManager[Consumer]:
+        """The client that fetches: this reader's own, or one borrowed from the shared cache for one fetch."""
+        if self._reader is not None:
+            return contextlib.nullcontext(self._reader)
+        assert self._cache is not None
+        return self._cache.borrow(self.cluster, self._committed, self._conf, self._new_reader)
 
     def _fetch(
         self,
@@ -165,11 +192,12 @@ class LogReader:
         ends = {p: end for p, end in ends.items() if starts.get(p, 0) < end}
         if not ends:
             return
-        self._reader.assign([TopicPartition(topic, p, starts.get(p, 0)) for p in ends])
-        try:
-            yield from consume_to(self._reader, self.cluster, topic, ends, self.wait_s, starts, since, on_done)
-        finally:
-            self._reader.unassign()
+        with self._fetching() as reader:
+            reader.assign([TopicPartition(topic, p, starts.get(p, 0)) for p in ends])
+            try:
+                yield from consume_to(reader, self.cluster, topic, ends, self.wait_s, starts, since, on_done)
+            finally:
+                reader.unassign()
 
     def _read_kept(self, topic: str, wanted: Sequence[int]) -> Iterator[Record]:
         """A remembering read (`log_cache`): the partitions' locks taken in ascending order (so two reads never
@@ -190,7 +218,7 @@ class LogReader:
         try:
             acquired, waited = hold_all(self.cluster, topic, kept, since, self.wait_s)
             held.update(acquired)
-            for ends in _true_ends(self._asker, topic, wanted, self._timeout_s):
+            for ends in true_ends(self._asker, topic, wanted, self._timeout_s):
                 since_p = max(since, *(kept[p].moved_at for p in ends)) if waited else None
                 self._tail(topic, ends, kept, since_p, done)
             for p in (p for p in held if kept[p].position):  # empty now, but read before: re-created
@@ -255,19 +283,35 @@ class LogReader:
         does it before fencing, so that its reads after the fence (the run boundary's gap) pay round trips, not
         client start-ups. Best-effort: a failure here is met again, and reported, by the read."""
         try:
-            if self._asker is None:
-                self._asker = make_consumer(self._conf, **{"isolation.level": "read_uncommitted"})
-            clients = [self._reader] if self._asker is self._reader else [self._reader, self._asker]
+            asker = self._ends_client()
             for topic in topics:
-                for client in clients:
-                    client.list_topics(topic, timeout=self._timeout_s)
+                if self._reader is not None:
+                    self._reader.list_topics(topic, timeout=self._timeout_s)
+                if asker is not self._reader:
+                    self._connect_asker(asker, topic)
         except KafkaException:
             return
 
+    def _connect_asker(self, asker: Consumer, topic: str) -> None:
+        """`connect` the true ends' client to `topic`; a shared one once, by the first of the task's readers (its
+        answer is kept as the topic's metadata too)."""
+
+        def ask() -> TopicMetadata | None:
+            return asker.list_topics(topic, timeout=self._timeout_s).topics.get(topic)
+
+        if self._shared and self._cache is not None:
+            self._cache.topic(self.cluster, topic, 0.0, ask, _countable)
+        else:
+            ask()
+
     def close(self) -> None:
+        """Close this reader's own clients (a shared cache's are its owner's to close, `LogCache.close`)."""
+        if self._shared:
+            return
         if self._asker is not None and self._asker is not self._reader:
             self._asker.close()
-        self._reader.close()
+        if self._reader is not None:
+            self._reader.close()
 
     def __enter__(self) -> LogReader:
         return self
@@ -302,85 +346,7 @@ def read_to_end(
         yield from reader.read(topic, partitions=partitions, require=require, on_count=on_count)
 
 
-_MOVING_LEADER = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE}
-"""Answers about a partition whose leader is changing (a topic just created or grown, a broker restarting):
-asked again until the timeout, as librdkafka's own fetcher would."""
-
-
-def _true_ends(asker: Consumer, topic: str, partitions: Sequence[int], timeout_s: float) -> Iterator[dict[int, int]]:
-    """High watermark per non-empty partition, asked by a read_uncommitted consumer (a read_committed consumer's
-    answer is the last stable offset), in ascending order; in spans of `ENDS_SPAN_S`, each to be read before the
-    next is asked."""
-    ends: dict[int, int] = {}
-    since = time.monotonic()
-    for p in partitions:
-        if not ends:
-            since = time.monotonic()
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                low, high = asker.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s, cached=False)
-                break
-            except KafkaException as err:
-                if err.args[0].code() not in _MOVING_LEADER or time.monotonic() >= deadline:
-                    raise
-                time.sleep(0.1)
-        if high > low:
-            ends[p] = high
-        if ends and time.monotonic() - since >= ENDS_SPAN_S:
-            yield ends
-            ends = {}
-    if ends:
-        yield ends
-
-
-def consume_to(
-    reader: Consumer,
-    cluster: str,
-    topic: str,
-    ends: dict[int, int],
-    wait_s: float,
-    starts: Mapping[int, int] | None = None,
-    since: float | None = None,
-    on_done: Callable[[int], None] | None = None,
-) -> Iterator[Record]:
-    """Records below `ends` (from `starts`, default 0); a partition is done when the reader's position reaches
-    its end. `since`: when the wait for progress began, if before this call (a read that waited behind another
-    read of the same partitions, `log_cache`). `on_done(p)`: partition p is read to its end (called after its
-    last record was yielded). An event about another partition (an error queued for an earlier
-    read of a shared reader) is not this read's business. A client-wide error fails the read when it is fatal or
-    refuses access; any other (a dropped broker connection, which librdkafka retries) is named if it lasts."""
-    pending = dict(ends)
-    reached = {p: (starts or {}).get(p, 0) for p in ends}  # the reader's position: the next offset it delivers
-    stable_below: set[int] = set()  # partitions whose end-of-partition came at a last stable offset below the end
-    notices: list[str] = []
-    stalled_since = time.monotonic() if since is None else since
-    while pending:
-        moved = False
-        for m in reader.consume(num_messages=1000, timeout=0.05):
-            err = m.error()
-            p = m.partition()
-            if err is not None and m.topic() is None:
-                if err.fatal() or err.code() in _REFUSALS:
-                    raise KafkaOperationError(cluster, f"reading {topic}", err)
-                notices[:] = [err.str()]
-                continue
-            if m.topic() != topic or p not in pending:
-                continue
-            if err is not None and err.code() != KafkaError._PARTITION_EOF:
-                raise KafkaOperationError(cluster, f"reading {topic}-{p}", err)
-            position = m.offset() if err is not None else m.offset() + 1
-            if err is not None and position < pending[p]:
-                stable_below.add(p)
-            if position > reached[p]:
-                reached[p], moved = position, True
-            if err is None and m.offset() < pending[p]:
-                yield p, m.offset(), m.key(), m.value(), m.timestamp()[1]
-            if reached[p] >= pending[p]:
-                del pending[p]
-                if on_done is not None:
-                    on_done(p)
-        if moved:
-            stalled_since = time.monotonic()
-        elif time.monotonic() - stalled_since > wait_s:
-            raise _blocked(cluster, topic, pending, reached, wait_s, stable_below, notices)
+def _countable(metadata: TopicMetadata | None) -> bool:
+    """Whether a metadata answer may be kept for later reads (`LogCache.topic`): the topic exists, with
+    partitions; an error or an absent topic is asked again by the next read."""
+    return metadata is not None and metadata.error is None and len(metadata.partitions) > 0

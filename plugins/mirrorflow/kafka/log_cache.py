@@ -16,11 +16,17 @@ error, which a reader that waited for it behind the lock and ran out of patience
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, TypeVar
+
+from confluent_kafka import Consumer
 
 from mirrorflow.kafka.read_stall import StalledReadError
+
+T = TypeVar("T")
 
 MAX_GAP_S = 12 * 3600.0
 """The longest time between two reads of a topic that may continue where the first ended; after a longer gap the
@@ -87,10 +93,27 @@ class Kept:
         return True
 
 
+class _Asked:
+    """A topic's metadata as last asked, when it was asked, and the lock of the request asking it again."""
+
+    __slots__ = ("asked_at", "lock", "metadata")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.metadata: Any = None
+        self.asked_at = 0.0
+
+
 class LogCache:
     """Remembered partitions by (cluster, read_committed, topic, partition), safe to share between threads; with
     what its reads fetched from the brokers (`fetches`: partition reads that fetched; `records`: records
-    fetched), which the benchmark and tests count."""
+    fetched), which the benchmark and tests count.
+
+    It also keeps, for the readers sharing it, what a read asks of the brokers besides records: each topic's
+    metadata (`topic`), and one read_uncommitted client per cluster that asks partitions' true ends (`asker`).
+    Every metadata answer about a state topic lists all its partitions (42 bytes each at replication factor 3:
+    172 KB at 4,096 slots), so a Spark task of 8 ranges that asked it at every read paid far more in metadata
+    than in state (issue 17; `make bench-state-startup` counts both)."""
 
     def __init__(self, max_gap_s: float = MAX_GAP_S) -> None:
         """`max_gap_s`: the longest time between two reads of a partition that may continue where the first one
@@ -99,8 +122,13 @@ class LogCache:
         self._lock = threading.Lock()
         self._kept: dict[tuple[str, bool, str, int], Kept] = {}
         self._forgets: dict[tuple[str, bool, str], int] = {}
+        self._asked: dict[tuple[str, str], _Asked] = {}
+        self._askers: dict[tuple[str, frozenset[tuple[str, str]]], Consumer] = {}
+        self._idle: dict[tuple[str, bool, frozenset[tuple[str, str]]], list[Consumer]] = {}
+        self.clients_made = 0
         self.fetches = 0
         self.records = 0
+        self.metadata_requests = 0
 
     def entry(self, cluster: str, committed: bool, topic: str, partition: int) -> Kept:
         with self._lock:
@@ -122,11 +150,78 @@ class LogCache:
             self.fetches += partitions
             self.records += records
 
+    def topic(self, cluster: str, topic: str, asked_after: float, ask: Callable[[], T], keep: Callable[[T], bool]) -> T:
+        """`topic`'s metadata on `cluster` as an answer asked at or after `asked_after` (`time.monotonic`) gave
+        it: the one kept, when that is recent enough, or `ask()`'s, kept when `keep` says it may be. A partition
+        count only grows, so a kept answer is never above the truth; `asked_after` says how far below it may be:
+        a copy asks for one taken after its fence (`copy_slots`), so that no growth made before the fence is
+        missed. Callers asking at once wait for one request and share its answer."""
+        with self._lock:
+            asked = self._asked.setdefault((cluster, topic), _Asked())
+        with asked.lock:
+            if asked.metadata is not None and asked.asked_at >= asked_after:
+                return asked.metadata  # type: ignore[no-any-return]
+            started = time.monotonic()
+            answer = ask()
+            with self._lock:
+                self.metadata_requests += 1
+            if keep(answer):
+                asked.metadata, asked.asked_at = answer, started
+            return answer
+
+    def asker(self, cluster: str, conf: Mapping[str, str], make: Callable[[], Consumer]) -> Consumer:
+        """The read_uncommitted client that asks `cluster`'s true ends for every reader sharing this cache (one
+        per cluster and client settings, made by `make` at the first call; closed by `close`). Asking watermarks
+        assigns nothing, so readers in several threads share it."""
+        key = (cluster, _settings(conf))
+        with self._lock:
+            found = self._askers.get(key)
+            if found is None:
+                found = self._askers[key] = make()
+            return found
+
+    @contextlib.contextmanager
+    def borrow(
+        self, cluster: str, committed: bool, conf: Mapping[str, str], make: Callable[[], Consumer]
+    ) -> Iterator[Consumer]:
+        """A fetching client of `cluster` for one fetch (assigned, read, unassigned by the borrower): an idle one
+        another reader returned, or a new one made by `make` when all are in use, so that no read waits for a
+        client. The readers sharing the cache mostly wait for each other on a slot's lock before they fetch
+        (`hold_all`), so a Spark task whose ranges share a slot or two makes about that many."""
+        key = (cluster, committed, _settings(conf))
+        with self._lock:
+            idle = self._idle.setdefault(key, [])
+            client = idle.pop() if idle else None
+        if client is None:
+            client = make()
+            with self._lock:
+                self.clients_made += 1
+        try:
+            yield client
+        except BaseException:
+            client.close()  # whatever it holds (an assignment a failure left) goes with it
+            raise
+        with self._lock:
+            self._idle.setdefault(key, []).append(client)
+
+    def close(self) -> None:
+        """Close the clients made by `asker` and `borrow`: the owner of a shared cache calls it once every reader
+        is done."""
+        with self._lock:
+            clients = list(self._askers.values()) + [c for idle in self._idle.values() for c in idle]
+            self._askers, self._idle = {}, {}
+        for client in clients:
+            client.close()
+
     def kept_records(self) -> int:
         """How many records the cache holds now (its memory: at most the live keys of the partitions read)."""
         with self._lock:
             entries = list(self._kept.values())
         return sum(len(e.records) for e in entries)
+
+
+def _settings(conf: Mapping[str, str]) -> frozenset[tuple[str, str]]:
+    return frozenset((str(k), str(v)) for k, v in conf.items())
 
 
 def hold_all(

@@ -33,10 +33,20 @@ MIN_RANGE_MEMORY_BYTES = 16 * 1024 * 1024
 
 def copy_ranges(tasks: Sequence[CopyTask], shared: LogCache | None = None) -> list[CopyResult]:
     """Copy every range concurrently; the results in the order of `tasks`, or the first failure raised. `shared`:
-    the cache of the ranges' state reads (a new one if None; given by a caller that counts its fetches)."""
+    the cache of the ranges' state reads (a new one if None, closed here; given by a caller that counts its
+    fetches, which closes it)."""
+    if shared is not None:
+        return _copy_ranges(tasks, shared)
     # A range that takes its partition back late in a run (`copy_claims`) reads through the cache again: after a
     # gap longer than the state topics keep tombstones (half of it), it reads from the start.
-    shared = LogCache(max_gap_s=STATE_TAIL_MAX_GAP_S) if shared is None else shared
+    owned = LogCache(max_gap_s=STATE_TAIL_MAX_GAP_S)
+    try:
+        return _copy_ranges(tasks, owned)
+    finally:
+        owned.close()
+
+
+def _copy_ranges(tasks: Sequence[CopyTask], shared: LogCache) -> list[CopyResult]:
     share = max(TASK_MEMORY_BYTES // max(len(tasks), 1), MIN_RANGE_MEMORY_BYTES)
     tasks = [replace(task, memory_bytes=min(task.memory_bytes, share)) for task in tasks]
     if len(tasks) == 1:

@@ -78,7 +78,7 @@ from mirrorflow.replication.copy_setup import (
     start_metrics,
     state_reader,
 )
-from mirrorflow.replication.copy_slots import PRE_READ_WAIT_S
+from mirrorflow.replication.copy_slots import PRE_READ_WAIT_S, after_fence
 from mirrorflow.replication.copy_stall import CopyStalled
 from mirrorflow.replication.copy_task import CopyResult, CopyTask, buffer_settings
 from mirrorflow.replication.offset_sync_writer import OffsetSyncWriter, newest_offset_sync
@@ -204,12 +204,13 @@ def _copy_range(
         except BaseException:
             pool.submit(_close_reader, via)
             raise
-        try:
-            metric_bytes = pool.submit(
-                load_metric_bytes, task, shared
-            )  # after the fence: a predecessor's last snapshot
+        try:  # after the fence: its end bounds the age of the state topics' partition counts (`after_fence`)
+            fenced_at = time.monotonic()
+            metric_bytes = pool.submit(load_metric_bytes, task, shared, fenced_at)  # a predecessor's last snapshot
             newest_sync = pool.submit(newest_offset_sync, task)
-            stored_state = pool.submit(lambda: load_state(task, via.result(), ahead.result().fold))
+            stored_state = pool.submit(
+                lambda: load_state(task, after_fence(via.result(), fenced_at), ahead.result().fold)
+            )
             # The source bounds after the fence, beside the state read when there is one: the fence settles every
             # transaction of a predecessor (the run this one hands over from, or a zombie), so no progress beyond a
             # log end read from now on can be committed, and a boundary waits for one round trip fewer. Without a

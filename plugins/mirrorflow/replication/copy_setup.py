@@ -124,9 +124,11 @@ class StoredBytes(NamedTuple):
     placement: Placement
 
 
-def load_metric_bytes(task: CopyTask, shared: LogCache | None = None) -> StoredBytes | None:
+def load_metric_bytes(
+    task: CopyTask, shared: LogCache | None = None, counts_after: float | None = None
+) -> StoredBytes | None:
     """The partition's stored byte count and placement; None (logged) when metrics are unavailable. `shared`: the
-    Spark task's cache of state reads (`copy_slots.state_reader`)."""
+    Spark task's cache of state reads (`copy_slots.state_reader`), `counts_after`: see `copy_slots.after_fence`."""
     if task.metrics_topic is None:
         return None
     try:
@@ -135,7 +137,7 @@ def load_metric_bytes(task: CopyTask, shared: LogCache | None = None) -> StoredB
         ):
             return None
         key = snapshot_key(task.remote_topic, task.partition)
-        raw, placement = load_snapshot(task, task.metrics_topic, key, shared)
+        raw, placement = load_snapshot(task, task.metrics_topic, key, shared, counts_after)
         return StoredBytes(int(Snapshot.decode(raw).values.get("byte-count", 0)) if raw else 0, placement)
     except Exception as err:  # metrics are best-effort: never fail the copy for them
         log.warning("metrics: not recorded for %s-%s: %s", task.remote_topic, task.partition, err)

@@ -157,6 +157,7 @@ def state_reader(task: CopyTask, shared: LogCache | None = None) -> ReadAhead:
     most on an open transaction, and a failure is left to the read after the fence. `shared`: the cache of the
     Spark task's ranges (`copy_group`), so that the ranges whose state shares a slot fetch it once between them."""
     reader = LogReader(task.target, task.target_consumer, timeout_s=task.timeout_s, remember=True, shared=shared)
+    reader.counts_after = 0.0  # before the fence any partition count will do; `after_fence` asks for a later one
     try:
         reader.connect(task.progress_topic, task.offset_map_topic)
     except BaseException:
@@ -173,6 +174,16 @@ def state_reader(task: CopyTask, shared: LogCache | None = None) -> ReadAhead:
         return ReadAhead(reader, None, False, MapFold())
     finally:
         reader.wait_s = OPEN_TRANSACTION_WAIT_S
+
+
+def after_fence(reader: LogReader, fenced_at: float) -> LogReader:
+    """`reader`, now taking the state topics' partition counts only from metadata asked at or after `fenced_at`
+    (`time.monotonic`, once the fence has ended): a run fenced here could have grown the topics and moved this
+    partition's state up just before, and a count asked earlier would read a chain without that head. After the
+    fence the count cannot matter: nobody but this copy writes the partition's state, and a growth from now on
+    moves nothing until a later copy fences this one (docs/state-plan.md)."""
+    reader.counts_after = fenced_at
+    return reader
 
 
 def read_map_ahead(task: CopyTask, ahead: ReadAhead) -> LogReader:
@@ -275,13 +286,14 @@ def _fold_chain(task: CopyTask, settled: int, via: LogReader | None, fold: MapFo
 
 
 def load_snapshot(
-    task: CopyTask, topic: str, key: bytes, shared: LogCache | None = None
+    task: CopyTask, topic: str, key: bytes, shared: LogCache | None = None, counts_after: float | None = None
 ) -> tuple[bytes | None, Placement]:
     """The partition's latest metrics snapshot (`key`) in metrics topic `topic`, from the highest slot of its
     chain that holds one, and its placement (the snapshots below the head are tombstoned by the publisher). A
     snapshot at the head outranks any below, so the chain is read only when the head has none; one left below by
     a publisher that died before retiring it then stays, outranked (one small record per partition and growth).
-    `shared`: read through the Spark task's cache (`state_reader`)."""
+    `shared`: read through the Spark task's cache (`state_reader`), taking the partition count from an answer
+    asked at or after `counts_after` (`after_fence`; None: asked for this read)."""
     found: dict[int, bytes | None] = {}
 
     def apply(records: Iterator[SlotRecord]) -> None:
@@ -293,6 +305,7 @@ def load_snapshot(
     timeout = task.timeout_s
     conf = task.target_consumer
     with LogReader(task.target, conf, read_committed=False, timeout_s=timeout, wait_s=timeout, shared=shared) as via:
+        via.counts_after = counts_after
         placement = _read_chain(task, topic, apply, head_only=_always, via=via)
         if found.get(placement.head) is not None:
             return found[placement.head], placement
@@ -347,6 +360,8 @@ def _read_chain(
                     "fails to be retried."
                 ) from err
             counts.clear()
+            if via is not None and via.counts_after is not None:
+                via.counts_after = time.monotonic()  # a count kept from before is behind too: ask again
             time.sleep(0.5)
     count = max(counts[-1] if counts else 0, 1)
     return Placement(count, head_slot(task.topic, task.partition, count))
