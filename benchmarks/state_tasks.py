@@ -69,9 +69,13 @@ def _run_group(group: list[CopyTask], shared: bool, counter: _Counter) -> tuple[
     with counter.lock:
         counter.bytes, counter.keys = 0, set()
     started = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=len(group)) as pool:
-        for done in [pool.submit(_start_reads, task, cache) for task in group]:
-            done.result()
+    try:
+        with ThreadPoolExecutor(max_workers=len(group)) as pool:
+            for done in [pool.submit(_start_reads, task, cache) for task in group]:
+                done.result()
+    finally:
+        if cache is not None:
+            cache.close()
     seconds = time.perf_counter() - started
     return counter.bytes, len(counter.keys), seconds
 

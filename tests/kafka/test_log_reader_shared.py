@@ -43,6 +43,22 @@ def fresh(conf: dict[str, str], topic: str) -> dict[bytes, bytes]:
         return latest_values(reader.read(topic, partitions=[0]))
 
 
+_OPEN: list[LogCache] = []
+
+
+def new_cache(**options: float) -> LogCache:
+    """A cache whose clients (`LogCache.asker`, `borrow`) are closed after the test (`close_caches`)."""
+    _OPEN.append(LogCache(**options))
+    return _OPEN[-1]
+
+
+@pytest.fixture(autouse=True)
+def close_caches() -> Iterator[None]:
+    yield
+    while _OPEN:
+        _OPEN.pop().close()
+
+
 def reader(conf: dict[str, str], cache: LogCache, wait_s: float = 30.0) -> LogReader:
     return LogReader("B", conf, timeout_s=30, wait_s=wait_s, shared=cache)
 
@@ -51,7 +67,7 @@ def test_a_read_served_from_the_cache_ends_at_its_own_end_and_the_next_read_sees
     kafka: KafkaKit, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     topic, conf, producer = setup(kafka)
-    cache = LogCache()
+    cache = new_cache()
     with reader(conf, cache) as first, reader(conf, cache) as a, reader(conf, cache) as b:
         before = latest_values(first.read(topic, partitions=[0]))
         assert before == {b"k%d" % i: b"v%d" % i for i in range(10)} and cache.records == 10
@@ -75,7 +91,7 @@ def test_a_read_served_from_the_cache_ends_at_its_own_end_and_the_next_read_sees
 
 def test_a_read_that_fails_on_an_open_transaction_leaves_the_cache_sound_for_the_next(kafka: KafkaKit) -> None:
     topic, conf, producer = setup(kafka)
-    cache = LogCache()
+    cache = new_cache()
     other = kafka.producer("B")
     with reader(conf, cache) as first, reader(conf, cache, wait_s=1.0) as short, reader(conf, cache) as later:
         assert len(latest_values(first.read(topic, partitions=[0]))) == 10
@@ -96,7 +112,7 @@ def test_a_read_waiting_behind_another_takes_its_end_once_it_holds_the_partition
     kafka: KafkaKit, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     topic, conf, producer = setup(kafka)
-    cache = LogCache()
+    cache = new_cache()
     entry = cache.entry("B", True, topic, 0)
     waiting = threading.Event()
     real_hold = Kept.hold
@@ -139,7 +155,7 @@ def test_a_partition_last_read_longer_ago_than_tombstones_are_kept_is_read_from_
     """The cleaner drops a tombstone `delete.retention.ms` after it cleaned the record: a cache continuing from an
     older read would keep the deleted key (`log_cache.MAX_GAP_S`, the rule `CompactedTail` follows too)."""
     topic, conf, producer = setup(kafka)
-    cache = LogCache(max_gap_s=0.0)
+    cache = new_cache(max_gap_s=0.0)
     with reader(conf, cache) as first, reader(conf, cache) as later:
         assert len(latest_values(first.read(topic, partitions=[0]))) == 10
         committed(producer, topic, {b"k3": None})
@@ -158,7 +174,7 @@ def test_reads_ahead_of_the_fence_give_up_on_an_open_transaction_together_not_on
     producer.begin_transaction()
     producer.produce(topic, key=b"k5", value=b"left open", partition=0)
     producer.flush(30)
-    cache = LogCache()
+    cache = new_cache()
     readers = [reader(conf, cache, wait_s=2.0) for _ in range(6)]
     outcomes: list[BaseException | None] = [None] * len(readers)
     start = threading.Barrier(len(readers))
@@ -204,7 +220,7 @@ def test_a_read_of_one_partition_is_not_held_by_a_read_blocked_on_another_partit
     plain = kafka.producer("B")
     plain.produce(topic, key=b"after", value=b"the open one", partition=1)
     assert plain.flush(30) == 0
-    cache = LogCache()
+    cache = new_cache()
     first, second = cache.entry("B", True, topic, 0), cache.entry("B", True, topic, 1)
     outcome: dict[str, Any] = {}
     waiting = threading.Event()

@@ -21,6 +21,7 @@ import mirrorflow.kafka.compacted_log as compacted_log
 from mirrorflow.config.model import MirrorConfig
 from mirrorflow.core.state_slots import head_slot
 from mirrorflow.kafka.log_cache import LogCache
+from mirrorflow.replication import copy_slots
 from mirrorflow.replication.audit import audit_flow
 from mirrorflow.replication.copy_group import copy_ranges
 from mirrorflow.replication.copy_plan import SourcePartitions, plan_copy
@@ -56,13 +57,18 @@ def count_metadata(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
 
 
 @pytest.mark.timeout(600)
-def test_a_count_kept_from_before_the_fence_never_hides_a_growth_made_before_it(
-    write_config: Callable[..., MirrorConfig], kafka: KafkaKit, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("other_run", ["older", "newer"])
+def test_a_count_kept_from_before_a_growth_never_hides_the_moved_state(
+    write_config: Callable[..., MirrorConfig], kafka: KafkaKit, monkeypatch: pytest.MonkeyPatch, other_run: str
 ) -> None:
     """A Spark task's cache holds the 4-slot count; the state topics then grow to 8 slots and another run copies
-    the partition, moving its state up to its new head. The task's range, planned at 4 slots, reads its progress
-    ahead with the kept count, fences, and must resume from the moved progress: a chain read at 4 slots misses it
-    and copies again what the other run committed (exactly-once duplicates)."""
+    the partition, moving its state up to its new head. The task's range, planned at 4 slots, then starts:
+    - the other run is older (an interval copy): the range reads its progress ahead with the kept count (allowed
+      up to `RECENT_COUNT_S` old, made to pass here), fences, and must resume from the moved progress: a chain
+      read at 4 slots misses it and copies again what the other run committed (exactly-once duplicates);
+    - the other run is newer (it claimed at the new head): the read ahead must see the claim and leave the
+      partition without fencing; a count kept from the task's start (minutes old in a real run) missed it, and
+      the range fenced the newer run and copied."""
     flow, _sep, topic, remote = slotted_flow(write_config, kafka, monkeypatch, "exactly-once")
     values: dict[int, list[bytes]] = {}
     produce(kafka, topic, values, 0, 30)
@@ -70,23 +76,29 @@ def test_a_count_kept_from_before_the_fence_never_hides_a_growth_made_before_it(
     p = next(p for p in range(PARTITIONS) if head_slot(topic, p, 4) != head_slot(topic, p, 8))
     ours = replace(next(t for t in planned(flow, topic, remote, continuous=True) if t.partition == p), run_seconds=3)
 
-    cache = LogCache()
-    kept = state_reader(ours, cache)  # the task's first read ahead: the cache keeps the 4-slot count
-    kept.reader.close()
-    assert kept.progress is not None and kept.progress.next_upstream == 30
+    with LogCache() as cache:
+        kept = state_reader(ours, cache)  # the task's first read ahead: the cache keeps the 4-slot count
+        kept.reader.close()
+        assert kept.progress is not None and kept.progress.next_upstream == 30
 
-    with FlowClients(flow) as clients:
-        create_internal_topics(flow, clients, source_partitions=2 * SLOTS_FOR)
-    produce(kafka, topic, values, 30, 30)
-    replanned = plan_copy(flow, [SourcePartitions(topic, remote, PARTITIONS)], interval=True)
-    other = next(t for t in replanned if t.partition == p)
-    assert other.state_partitions == 8 and copy_ranges([other])[0].records == 30  # moved up to the 8-slot head
+        with FlowClients(flow) as clients:
+            create_internal_topics(flow, clients, source_partitions=2 * SLOTS_FOR)
+        produce(kafka, topic, values, 30, 30)
+        replanned = plan_copy(flow, [SourcePartitions(topic, remote, PARTITIONS)], interval=other_run == "older")
+        other = next(t for t in replanned if t.partition == p)
+        if other_run == "newer":
+            other = replace(other, run_seconds=2, run_started_ms=ours.run_started_ms + 1)
+        assert other.state_partitions == 8 and copy_ranges([other])[0].records == 30  # moved up to the 8-slot head
 
-    produce(kafka, topic, values, 60, 30)
-    try:
-        assert [r.records for r in copy_ranges([ours], cache)] == [30], "resumed where the other run ended"
-    finally:
-        cache.close()
+        produce(kafka, topic, values, 60, 30)
+        if other_run == "older":
+            monkeypatch.setattr(copy_slots, "RECENT_COUNT_S", 3600.0)  # the read ahead takes the kept count too
+            assert [r.records for r in copy_ranges([ours], cache)] == [30], "resumed where the other run ended"
+        else:
+            monkeypatch.setattr(copy_slots, "RECENT_COUNT_S", 0.0)  # the kept count is older than the range
+            left = copy_ranges([ours], cache)[0]
+            assert (left.records, left.handed_over) == (0, True), "left to the newer run's claim"
+            assert [r.records for r in copy_ranges([other])] == [30]
     copied = [m.value() for m in read_partition(kafka.consumer("B", COMMITTED), remote, p)]
     assert copied == values[p], "every record once, in order"
     report = audit_flow(flow, topics=topic)
@@ -109,11 +121,8 @@ def test_a_tasks_ranges_ask_each_state_topics_metadata_about_once_each(
 
     asked = count_metadata(monkeypatch)
     produce(kafka, topic, values, 10, 10)
-    cache = LogCache()
-    try:
+    with LogCache() as cache:
         assert sum(r.records for r in copy_ranges(tasks, cache)) == 10 * len(tasks)
-    finally:
-        cache.close()
     print(f"metadata requests of {len(tasks)} ranges: {dict(asked)}; fetching clients made: {cache.clients_made}")
     for name in state_topics(sep)[:2]:
         assert 2 <= asked[name] <= len(tasks) + 1, (name, asked)

@@ -110,13 +110,12 @@ def test_a_tasks_ranges_fetch_their_shared_slot_once_and_resume_exactly(
     # One Spark task of the slot's ranges: the slot is fetched from its start once, then tailed.
     produce(kafka, topic, values, 60, 30)
     fetched.clear()
-    cache = LogCache()
     tasks = [t for t in planned(flow, topic, remote, continuous=continuous) if t.partition in mates]
-    assert [r.records for r in copy_ranges(tasks, cache)] == [30] * len(mates)
+    with LogCache() as cache:
+        assert [r.records for r in copy_ranges(tasks, cache)] == [30] * len(mates)
     assert {name: fetched[(name, slot)] for name in names} == dict.fromkeys(names, 1), "one fetch per slot"
     assert cache.fetches < 3 * len(mates), "the other reads were tails (or nothing new at all)"
     assert cache.kept_records() <= 3 * PARTITIONS + 20, "the cache holds the slot's live keys, no history"
-    cache.close()
 
     # Every other range, and then all of them again with nothing new, in one task: still exact.
     others = [t for t in planned(flow, topic, remote, continuous=continuous) if t.partition not in mates]

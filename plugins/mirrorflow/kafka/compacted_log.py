@@ -147,7 +147,7 @@ class LogReader:
 
         if self._cache is None or self.counts_after is None:
             return ask()
-        return self._cache.topic(self.cluster, topic, self.counts_after, ask, _countable)
+        return self._cache.topic(self.cluster, topic, self.counts_after, ask, _partition_count)
 
     def _ends_client(self) -> Consumer:
         """The read_uncommitted client asking the true ends: the reader itself when it reads uncommitted, the
@@ -284,6 +284,10 @@ class LogReader:
         client start-ups. Best-effort: a failure here is met again, and reported, by the read."""
         try:
             asker = self._ends_client()
+            if self._reader is None and self._cache is not None:  # shared: the task's first fetching client
+                self._cache.warm(
+                    self.cluster, self._committed, self._conf, self._new_reader, [*topics], self._timeout_s
+                )
             for topic in topics:
                 if self._reader is not None:
                     self._reader.list_topics(topic, timeout=self._timeout_s)
@@ -300,7 +304,7 @@ class LogReader:
             return asker.list_topics(topic, timeout=self._timeout_s).topics.get(topic)
 
         if self._shared and self._cache is not None:
-            self._cache.topic(self.cluster, topic, 0.0, ask, _countable)
+            self._cache.topic(self.cluster, topic, 0.0, ask, _partition_count)
         else:
             ask()
 
@@ -346,7 +350,9 @@ def read_to_end(
         yield from reader.read(topic, partitions=partitions, require=require, on_count=on_count)
 
 
-def _countable(metadata: TopicMetadata | None) -> bool:
-    """Whether a metadata answer may be kept for later reads (`LogCache.topic`): the topic exists, with
-    partitions; an error or an absent topic is asked again by the next read."""
-    return metadata is not None and metadata.error is None and len(metadata.partitions) > 0
+def _partition_count(metadata: TopicMetadata | None) -> int | None:
+    """The partitions of a metadata answer that may be kept for later reads (`LogCache.topic`); None for an error
+    or an absent topic (asked again by the next read)."""
+    if metadata is None or metadata.error is not None or not metadata.partitions:
+        return None
+    return len(metadata.partitions)

@@ -64,7 +64,10 @@ class Kept:
         """When a read last fetched up to its end here (`LogCache.max_gap_s`)."""
 
     def keep(self, record: Record) -> None:
-        """`record` is the latest of its key, and everything below it has been read."""
+        """`record` is the latest of its key, and everything below it has been read; one below where the reads
+        stopped (delivered again) is not, and is left out."""
+        if record[1] < self.position:
+            return
         self.records[record[2] if record[2] is not None else record[1]] = record
         self.reach(record[1] + 1)
 
@@ -94,14 +97,16 @@ class Kept:
 
 
 class _Asked:
-    """A topic's metadata as last asked, when it was asked, and the lock of the request asking it again."""
+    """A topic's metadata as last asked, when it was asked, the lock of the request asking it again, and the error
+    of the last request when it failed (with when it was asked)."""
 
-    __slots__ = ("asked_at", "lock", "metadata")
+    __slots__ = ("asked_at", "failure", "lock", "metadata")
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.metadata: Any = None
         self.asked_at = 0.0
+        self.failure: tuple[float, Exception] | None = None
 
 
 class LogCache:
@@ -125,6 +130,8 @@ class LogCache:
         self._asked: dict[tuple[str, str], _Asked] = {}
         self._askers: dict[tuple[str, frozenset[tuple[str, str]]], Consumer] = {}
         self._idle: dict[tuple[str, bool, frozenset[tuple[str, str]]], list[Consumer]] = {}
+        self._warmed: set[tuple[str, bool, frozenset[tuple[str, str]]]] = set()
+        self._closed = False
         self.clients_made = 0
         self.fetches = 0
         self.records = 0
@@ -150,23 +157,40 @@ class LogCache:
             self.fetches += partitions
             self.records += records
 
-    def topic(self, cluster: str, topic: str, asked_after: float, ask: Callable[[], T], keep: Callable[[T], bool]) -> T:
+    def topic(
+        self, cluster: str, topic: str, asked_after: float, ask: Callable[[], T], count: Callable[[T], int | None]
+    ) -> T:
         """`topic`'s metadata on `cluster` as an answer asked at or after `asked_after` (`time.monotonic`) gave
-        it: the one kept, when that is recent enough, or `ask()`'s, kept when `keep` says it may be. A partition
-        count only grows, so a kept answer is never above the truth; `asked_after` says how far below it may be:
-        a copy asks for one taken after its fence (`copy_slots`), so that no growth made before the fence is
-        missed. Callers asking at once wait for one request and share its answer."""
+        it: the one kept, when that is recent enough, or `ask()`'s, kept when `count` gives its partition count
+        (None: an error or a missing topic, asked again next time). A partition count only grows, so a kept answer
+        is never above the truth; `asked_after` says how far below it may be: a copy asks for one taken after its
+        fence (`copy_slots.after_fence`), so that no growth made before the fence is missed. An answer with fewer
+        partitions than the one kept is a broker behind the others: the kept one stands, as true at the new ask.
+        Callers asking at once wait for one request and share its answer, or its error: each asking again in
+        turn would wait its whole timeout one after the other."""
         with self._lock:
             asked = self._asked.setdefault((cluster, topic), _Asked())
         with asked.lock:
             if asked.metadata is not None and asked.asked_at >= asked_after:
                 return asked.metadata  # type: ignore[no-any-return]
+            if asked.failure is not None and asked.failure[0] >= asked_after:
+                raise asked.failure[1]
             started = time.monotonic()
-            answer = ask()
+            try:
+                answer = ask()
+            except Exception as err:
+                asked.failure = (started, err)
+                raise
             with self._lock:
                 self.metadata_requests += 1
-            if keep(answer):
-                asked.metadata, asked.asked_at = answer, started
+            found = count(answer)
+            if found is None:
+                return answer
+            asked.failure = None
+            if asked.metadata is not None and found < (count(asked.metadata) or 0):
+                asked.asked_at = started
+                return asked.metadata  # type: ignore[no-any-return]
+            asked.metadata, asked.asked_at = answer, started
             return answer
 
     def asker(self, cluster: str, conf: Mapping[str, str], make: Callable[[], Consumer]) -> Consumer:
@@ -175,10 +199,45 @@ class LogCache:
         assigns nothing, so readers in several threads share it."""
         key = (cluster, _settings(conf))
         with self._lock:
+            if self._closed:
+                raise RuntimeError("a read through a LogCache after its close")
             found = self._askers.get(key)
             if found is None:
                 found = self._askers[key] = make()
             return found
+
+    def warm(
+        self,
+        cluster: str,
+        committed: bool,
+        conf: Mapping[str, str],
+        make: Callable[[], Consumer],
+        topics: list[str],
+        timeout_s: float,
+    ) -> None:
+        """Make the first fetching client of its kind and fetch `topics`' metadata on it, once per cache: a copy
+        does it before its fence (`LogReader.connect`), so that its first read after the fence, the one a run
+        boundary waits for, borrows a client that is connected already."""
+        key = (cluster, committed, _settings(conf))
+        with self._lock:
+            if key in self._warmed or self._closed:
+                return
+            self._warmed.add(key)
+        client = make()
+        with self._lock:
+            self.clients_made += 1
+        try:
+            for topic in topics:
+                client.list_topics(topic, timeout=timeout_s)
+        finally:
+            self._give_back(key, client)
+
+    def _give_back(self, key: tuple[str, bool, frozenset[tuple[str, str]]], client: Consumer) -> None:
+        with self._lock:
+            if not self._closed:
+                self._idle.setdefault(key, []).append(client)
+                return
+        client.close()  # returned after the cache was closed: nobody would close it
 
     @contextlib.contextmanager
     def borrow(
@@ -201,17 +260,22 @@ class LogCache:
         except BaseException:
             client.close()  # whatever it holds (an assignment a failure left) goes with it
             raise
-        with self._lock:
-            self._idle.setdefault(key, []).append(client)
+        self._give_back(key, client)
 
     def close(self) -> None:
         """Close the clients made by `asker` and `borrow`: the owner of a shared cache calls it once every reader
         is done."""
         with self._lock:
             clients = list(self._askers.values()) + [c for idle in self._idle.values() for c in idle]
-            self._askers, self._idle = {}, {}
+            self._askers, self._idle, self._closed = {}, {}, True
         for client in clients:
             client.close()
+
+    def __enter__(self) -> LogCache:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
 
     def kept_records(self) -> int:
         """How many records the cache holds now (its memory: at most the live keys of the partitions read)."""

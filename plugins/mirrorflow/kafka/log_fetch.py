@@ -36,8 +36,11 @@ _MOVING_LEADER = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVA
 asked again until the timeout, as librdkafka's own fetcher would."""
 
 
-_ASK_AGAIN = {*_MOVING_LEADER, KafkaError._UNKNOWN_PARTITION}
-"""Moving leaders, and a partition the asker's metadata does not know yet (see `true_ends`)."""
+def _listed(asker: Consumer, topic: str, partition: int, timeout_s: float) -> bool:
+    """Whether `topic` has `partition` by metadata asked now: a client that a Spark task's ranges share
+    (`LogCache.asker`) lives as long as the task and may know the topic from before it grew."""
+    found = asker.list_topics(topic, timeout=timeout_s).topics.get(topic)
+    return found is not None and found.error is None and partition in found.partitions
 
 
 def true_ends(asker: Consumer, topic: str, partitions: Sequence[int], timeout_s: float) -> Iterator[dict[int, int]]:
@@ -50,18 +53,18 @@ def true_ends(asker: Consumer, topic: str, partitions: Sequence[int], timeout_s:
         if not ends:
             since = time.monotonic()
         deadline = time.monotonic() + timeout_s
+        relisted = False
         while True:
             try:
                 low, high = asker.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s, cached=False)
                 break
             except KafkaException as err:
                 code = err.args[0].code()
-                if code not in _ASK_AGAIN or time.monotonic() >= deadline:
-                    raise
-                if code == KafkaError._UNKNOWN_PARTITION:
-                    # The client's metadata is from before the topic grew (a client that a Spark task's ranges
-                    # share, `LogCache.asker`, lives as long as the task): asked again, it knows the partition.
-                    asker.list_topics(topic, timeout=timeout_s)
+                if code not in _MOVING_LEADER or time.monotonic() >= deadline:
+                    if code != KafkaError._UNKNOWN_PARTITION or relisted or not _listed(asker, topic, p, timeout_s):
+                        raise
+                    relisted = True  # the client knew the topic from before it grew; now it knows the partition
+                    continue
                 time.sleep(0.1)
         if high > low:
             ends[p] = high
@@ -105,14 +108,18 @@ def consume_to(
                 continue
             if m.topic() != topic or p not in pending:
                 continue
+            if err is not None and err.code() == KafkaError._UNKNOWN_PARTITION:
+                notices[:] = [err.str()]  # the client learns a grown topic's partitions: a stall if it lasts
+                continue
             if err is not None and err.code() != KafkaError._PARTITION_EOF:
                 raise KafkaOperationError(cluster, f"reading {topic}-{p}", err)
             position = m.offset() if err is not None else m.offset() + 1
             if err is not None and position < pending[p]:
                 stable_below.add(p)
-            if position > reached[p]:
+            before = reached[p]
+            if position > before:
                 reached[p], moved = position, True
-            if err is None and m.offset() < pending[p]:
+            if err is None and before <= m.offset() < pending[p]:  # never one below what was delivered
                 yield p, m.offset(), m.key(), m.value(), m.timestamp()[1]
             if reached[p] >= pending[p]:
                 del pending[p]

@@ -38,12 +38,6 @@ MAX_RETAKES = 5
 """How many times one range takes its partition back from older runs before it fails: each older run hands over
 once it sees the newer claim, so more than a few means something else is fencing the copy."""
 
-CLAIM_COUNT_AGE_S = 5.0
-"""How old a partition count a fenced run's polls for its successor's claim may read the progress with
-(`CopyLoop._claimant`, `LogReader.counts_after`): each poll asked the progress topic's metadata, every slot of it,
-twice a second. A claim made in a slot that a growth added is seen this much later at most; the poller is fenced
-already, so that delays only how it ends, never a record."""
-
 SUMMED = (
     "records",
     "bytes",

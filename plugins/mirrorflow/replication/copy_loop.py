@@ -28,16 +28,10 @@ from mirrorflow.kafka.compacted_log import LogReader
 from mirrorflow.kafka.operation_error import KafkaOperationError, may_hide_fence
 from mirrorflow.kafka.partition_reader import PartitionReader
 from mirrorflow.kafka.transfer import Batch, TargetWriter
-from mirrorflow.replication.copy_claims import CLAIM_COUNT_AGE_S, RetakeClaim, run_order
+from mirrorflow.replication.copy_claims import RetakeClaim, run_order
 from mirrorflow.replication.copy_commit import StateSlots, commit_batch
-from mirrorflow.replication.copy_setup import (
-    CopyMetrics,
-    chain_totals,
-    load_progress,
-    log_chain_totals,
-    prune,
-    start_transforms,
-)
+from mirrorflow.replication.copy_setup import CopyMetrics, chain_totals, log_chain_totals, prune, start_transforms
+from mirrorflow.replication.copy_slots import RECENT_COUNT_S, load_progress
 from mirrorflow.replication.copy_stall import CopyStalled, stalled_message
 from mirrorflow.replication.copy_task import CopyResult, CopyTask, buffer_settings, lingered, transaction_ms
 from mirrorflow.replication.offset_sync_writer import OffsetSyncWriter
@@ -197,12 +191,12 @@ class CopyLoop:
         and its run did not start before this one; "older" for such a claim of a run that started before this
         one (`copy_claims`); None when there is none. Waits up to `wait_s` for one (after a fence: the successor
         fences before it reads its state and commits). The polls read through one remembering reader: each after
-        the first reads what was committed since (`LogReader`), with a count up to `CLAIM_COUNT_AGE_S` old."""
+        the first reads what was committed since (`LogReader`), with a count up to `RECENT_COUNT_S` old."""
         deadline = time.monotonic() + wait_s
         task = self.task
         with LogReader(task.target, task.target_consumer, timeout_s=task.timeout_s, remember=True) as via:
             while True:
-                via.counts_after = time.monotonic() - CLAIM_COUNT_AGE_S
+                via.counts_after = time.monotonic() - RECENT_COUNT_S
                 try:
                     stored, _ = load_progress(task, via)
                 except MirrorflowError as err:  # a failed read (an open transaction held too long): not seen yet

@@ -45,6 +45,14 @@ PRE_READ_WAIT_S = 2.0
 killed predecessor left open ends only with the fence, or 60 s later, and the progress is read ahead BEFORE the
 fence, so this is added to a boundary after a killed run."""
 
+RECENT_COUNT_S = 5.0
+"""How old a state topic's partition count may be for the reads whose count does not decide what is copied
+(`LogReader.counts_after`): a copy's read of its progress ahead of its fence (it only looks for a newer run's
+claim; the read after the fence takes a count asked after it, `after_fence`) and a fenced run's polls for its
+successor's claim (`CopyLoop._claimant`). The ranges of a task starting together share one answer; a range that
+starts again later in its run (`RetakeClaim`) asks again, so a growth made meanwhile, and a newer run's claim at
+the new head, is seen. A claim made in a slot a growth added is seen this much later at most."""
+
 COUNT_WAIT_S = 10.0
 """How long a copy waits for a broker's metadata to show the state topic's planned partition count."""
 
@@ -157,7 +165,7 @@ def state_reader(task: CopyTask, shared: LogCache | None = None) -> ReadAhead:
     most on an open transaction, and a failure is left to the read after the fence. `shared`: the cache of the
     Spark task's ranges (`copy_group`), so that the ranges whose state shares a slot fetch it once between them."""
     reader = LogReader(task.target, task.target_consumer, timeout_s=task.timeout_s, remember=True, shared=shared)
-    reader.counts_after = 0.0  # before the fence any partition count will do; `after_fence` asks for a later one
+    reader.counts_after = time.monotonic() - RECENT_COUNT_S  # `after_fence` asks for a later one
     try:
         reader.connect(task.progress_topic, task.offset_map_topic)
     except BaseException:
