@@ -53,17 +53,46 @@ def test_an_answer_below_the_kept_count_is_a_broker_behind_and_the_kept_count_st
     assert cache.topic("B", "t", later, ask, count) == 8 and len(calls) == 2, "and stands as asked at the new ask"
 
 
-def test_an_unusable_answer_is_not_kept_and_a_failed_ask_is_shared_not_repeated() -> None:
+def test_an_unusable_answer_is_not_kept_and_does_not_replace_a_kept_one() -> None:
     cache = LogCache()
-    calls, ask = asking(0, RuntimeError("broker down"), 4)
+    calls, ask = asking(0, 8, 0)
     assert cache.topic("B", "t", 0.0, ask, count) == 0, "an absent topic is returned, not kept"
+    assert cache.topic("B", "t", time.monotonic(), ask, count) == 8
+    assert cache.topic("B", "t", time.monotonic(), ask, count) == 8, "missing after it had 8: a broker behind"
+    assert len(calls) == 3
+
+
+def test_a_failed_ask_is_shared_with_the_callers_waiting_behind_it_not_with_later_ones() -> None:
+    cache = LogCache()
+    started, release = threading.Event(), threading.Event()
+    calls: list[int] = []
+
+    def failing() -> int:
+        calls.append(1)
+        started.set()
+        release.wait(5)
+        raise RuntimeError("broker down")
+
     since = time.monotonic()
-    with pytest.raises(RuntimeError, match="broker down"):
-        cache.topic("B", "t", since, ask, count)
-    with pytest.raises(RuntimeError, match="broker down"):
-        cache.topic("B", "t", since, ask, count)  # waited behind that ask: its error, no second wait
-    assert len(calls) == 2
-    assert cache.topic("B", "t", time.monotonic(), ask, count) == 4, "a later reader asks again"
+    errors: list[str] = []
+
+    def caller() -> None:
+        try:
+            cache.topic("B", "t", since, failing, count)
+        except RuntimeError as err:
+            errors.append(str(err))
+
+    first = threading.Thread(target=caller)
+    first.start()
+    assert started.wait(5)
+    second = threading.Thread(target=caller)  # arrives while the first asks: waits behind it
+    second.start()
+    time.sleep(0.2)
+    release.set()
+    first.join(5)
+    second.join(5)
+    assert errors == ["broker down", "broker down"] and calls == [1], "one request, its error shared"
+    assert cache.topic("B", "t", since, asking(4)[1], count) == 4, "a caller arriving after the failure asks again"
 
 
 def test_callers_asking_at_once_share_one_request() -> None:
@@ -159,6 +188,8 @@ def test_a_fetch_never_yields_a_record_below_where_it_started_or_below_one_it_de
     reader = Reader([3, 5, 4, 6])  # 3: below the start, left from an earlier reader's fetch; 4: delivered again
     got = [r[1] for r in consume_to(reader, "B", "t", {0: 7}, 1.0, {0: 5})]  # type: ignore[arg-type]
     assert got == [5, 6]
+    compacted = Reader([57, 60, 61])  # a cleaned log: the first record far above 0, gaps (markers, compaction)
+    assert [r[1] for r in consume_to(compacted, "B", "t", {0: 62}, 1.0)] == [57, 60, 61]  # type: ignore[arg-type]
 
 
 def test_a_kept_partition_ignores_a_record_below_where_its_reads_stopped() -> None:

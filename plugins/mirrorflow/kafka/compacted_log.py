@@ -102,7 +102,8 @@ class LogReader:
         """None: every read asks its topic's metadata (the partition count its slots are chosen from). A time
         (`time.monotonic`): a read through a cache (`remember`, `shared`) may take the count from an answer
         asked at or after it (`LogCache.topic`): a copy passes its fence's end, so that a growth made by a run
-        before it is seen, and 0 before the fence, where any count will do (what it reads then is a head start)."""
+        before it is seen (`copy_slots.after_fence`), and a few seconds before its start for its read ahead of the
+        fence (`copy_slots.RECENT_COUNT_S`)."""
 
     def read(
         self,
@@ -284,15 +285,15 @@ class LogReader:
         client start-ups. Best-effort: a failure here is met again, and reported, by the read."""
         try:
             asker = self._ends_client()
-            if self._reader is None and self._cache is not None:  # shared: the task's first fetching client
-                self._cache.warm(
-                    self.cluster, self._committed, self._conf, self._new_reader, [*topics], self._timeout_s
-                )
             for topic in topics:
                 if self._reader is not None:
                     self._reader.list_topics(topic, timeout=self._timeout_s)
                 if asker is not self._reader:
                     self._connect_asker(asker, topic)
+            if self._reader is None and self._cache is not None:  # shared: the task's first fetching client
+                self._cache.warm(
+                    self.cluster, self._committed, self._conf, self._new_reader, [*topics], self._timeout_s
+                )
         except KafkaException:
             return
 

@@ -17,6 +17,7 @@ error, which a reader that waited for it behind the lock and ran out of patience
 from __future__ import annotations
 
 import contextlib
+import copy
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -106,7 +107,8 @@ class _Asked:
         self.lock = threading.Lock()
         self.metadata: Any = None
         self.asked_at = 0.0
-        self.failure: tuple[float, Exception] | None = None
+        self.failure: tuple[float, float, Exception] | None = None
+        """(when the failed request was asked, when it failed, its error)."""
 
 
 class LogCache:
@@ -165,27 +167,29 @@ class LogCache:
         (None: an error or a missing topic, asked again next time). A partition count only grows, so a kept answer
         is never above the truth; `asked_after` says how far below it may be: a copy asks for one taken after its
         fence (`copy_slots.after_fence`), so that no growth made before the fence is missed. An answer with fewer
-        partitions than the one kept is a broker behind the others: the kept one stands, as true at the new ask.
-        Callers asking at once wait for one request and share its answer, or its error: each asking again in
-        turn would wait its whole timeout one after the other."""
+        partitions than the one kept, or none, is a broker behind the others: the kept one stands, as true at the
+        new ask (a copy that read a state topic as missing would start over). Callers waiting behind a request
+        share its answer, or its error: each asking again in turn would wait its whole timeout one after the
+        other."""
+        arrived = time.monotonic()
         with self._lock:
             asked = self._asked.setdefault((cluster, topic), _Asked())
         with asked.lock:
             if asked.metadata is not None and asked.asked_at >= asked_after:
                 return asked.metadata  # type: ignore[no-any-return]
-            if asked.failure is not None and asked.failure[0] >= asked_after:
-                raise asked.failure[1]
+            if asked.failure is not None and asked.failure[0] >= asked_after and arrived <= asked.failure[1]:
+                raise copy.copy(asked.failure[2]) from asked.failure[2]  # waited behind it: its error
             started = time.monotonic()
             try:
                 answer = ask()
             except Exception as err:
-                asked.failure = (started, err)
+                asked.failure = (started, time.monotonic(), err)
                 raise
             with self._lock:
                 self.metadata_requests += 1
             found = count(answer)
-            if found is None:
-                return answer
+            if found is None:  # an error or an absent topic: one that had partitions is a broker behind
+                return answer if asked.metadata is None else asked.metadata
             asked.failure = None
             if asked.metadata is not None and found < (count(asked.metadata) or 0):
                 asked.asked_at = started

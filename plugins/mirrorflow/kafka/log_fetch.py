@@ -36,11 +36,23 @@ _MOVING_LEADER = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVA
 asked again until the timeout, as librdkafka's own fetcher would."""
 
 
-def _listed(asker: Consumer, topic: str, partition: int, timeout_s: float) -> bool:
-    """Whether `topic` has `partition` by metadata asked now: a client that a Spark task's ranges share
-    (`LogCache.asker`) lives as long as the task and may know the topic from before it grew."""
-    found = asker.list_topics(topic, timeout=timeout_s).topics.get(topic)
-    return found is not None and found.error is None and partition in found.partitions
+RELIST_WAIT_S = 10.0
+"""How long a read asks again for a partition its client does not know (`true_ends`, `consume_to`) before it
+fails: a client that a Spark task's ranges share (`LogCache.asker`, `borrow`) may know the topic from before it
+grew, and a broker behind the others may answer with the count before the growth for a moment."""
+
+
+def _relist(client: Consumer, topic: str, partition: int, timeout_s: float, err: KafkaException) -> None:
+    """Ask `topic`'s metadata again (every 0.5 s) until it has `partition`, for at most `RELIST_WAIT_S`; `err` if
+    it never shows (a partition that is really not there: fail now, not after a read's whole wait)."""
+    deadline = time.monotonic() + RELIST_WAIT_S
+    while True:
+        found = client.list_topics(topic, timeout=timeout_s).topics.get(topic)
+        if found is not None and found.error is None and partition in found.partitions:
+            return
+        if time.monotonic() >= deadline:
+            raise err
+        time.sleep(0.5)
 
 
 def true_ends(asker: Consumer, topic: str, partitions: Sequence[int], timeout_s: float) -> Iterator[dict[int, int]]:
@@ -53,18 +65,16 @@ def true_ends(asker: Consumer, topic: str, partitions: Sequence[int], timeout_s:
         if not ends:
             since = time.monotonic()
         deadline = time.monotonic() + timeout_s
-        relisted = False
         while True:
             try:
                 low, high = asker.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s, cached=False)
                 break
             except KafkaException as err:
                 code = err.args[0].code()
-                if code not in _MOVING_LEADER or time.monotonic() >= deadline:
-                    if code != KafkaError._UNKNOWN_PARTITION or relisted or not _listed(asker, topic, p, timeout_s):
-                        raise
-                    relisted = True  # the client knew the topic from before it grew; now it knows the partition
-                    continue
+                if code == KafkaError._UNKNOWN_PARTITION:
+                    _relist(asker, topic, p, timeout_s, err)  # raises when the partition does not show
+                elif code not in _MOVING_LEADER or time.monotonic() >= deadline:
+                    raise
                 time.sleep(0.1)
         if high > low:
             ends[p] = high
@@ -109,7 +119,9 @@ def consume_to(
             if m.topic() != topic or p not in pending:
                 continue
             if err is not None and err.code() == KafkaError._UNKNOWN_PARTITION:
-                notices[:] = [err.str()]  # the client learns a grown topic's partitions: a stall if it lasts
+                # A pooled client that knew the topic from before it grew: it learns the partition, or it is gone.
+                _relist(reader, topic, p, 10.0, KafkaException(err))
+                notices[:] = [err.str()]
                 continue
             if err is not None and err.code() != KafkaError._PARTITION_EOF:
                 raise KafkaOperationError(cluster, f"reading {topic}-{p}", err)

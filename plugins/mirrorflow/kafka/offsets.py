@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from mirrorflow.kafka.clients import consumer as make_consumer
@@ -74,22 +75,33 @@ def _watermarks(
     return int(low), int(high)
 
 
+MOVING_LEADER = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE}
+"""Answers about a partition whose leader is changing (a topic just created, a broker restarting): asked again."""
+
+
 def newest_timestamps(
     admin: AdminClient, cluster: str, partitions: Iterable[tuple[str, int]], *, timeout_s: float = 30.0
 ) -> dict[tuple[str, int], int]:
     """The largest record timestamp (ms) of each partition, -1 for an empty one (ListOffsets' max timestamp,
-    KIP-734: brokers from Kafka 3.0). One request per leader, whatever the partition count."""
-    request = {TopicPartition(t, p): OffsetSpec.max_timestamp() for t, p in partitions}
-    if not request:
-        return {}
-    futures = admin.list_offsets(request, request_timeout=timeout_s)
+    KIP-734: brokers from Kafka 3.0). One request per leader, whatever the partition count; partitions whose
+    leader is moving (a topic the cycle's topic step has just created) are asked again until `timeout_s`."""
+    wanted = [TopicPartition(t, p) for t, p in partitions]
     found: dict[tuple[str, int], int] = {}
-    for tp, future in futures.items():
-        try:
-            info = future.result()
-        except KafkaException as err:
-            raise KafkaOperationError(
-                cluster, f"listing the newest timestamp of {tp.topic}-{tp.partition}", err
-            ) from err
-        found[(tp.topic, tp.partition)] = info.timestamp if info.offset >= 0 else -1
+    deadline = time.monotonic() + timeout_s
+    while wanted:
+        futures = admin.list_offsets({tp: OffsetSpec.max_timestamp() for tp in wanted}, request_timeout=timeout_s)
+        wanted = []
+        for tp, future in futures.items():
+            try:
+                info = future.result()
+            except KafkaException as err:
+                if err.args[0].code() in MOVING_LEADER and time.monotonic() < deadline:
+                    wanted.append(tp)
+                    continue
+                raise KafkaOperationError(
+                    cluster, f"listing the newest timestamp of {tp.topic}-{tp.partition}", err
+                ) from err
+            found[(tp.topic, tp.partition)] = info.timestamp if info.offset >= 0 else -1
+        if wanted:
+            time.sleep(0.2)
     return found

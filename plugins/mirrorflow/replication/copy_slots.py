@@ -13,12 +13,11 @@ that commit durable, nothing of its progress or map is live below its head at th
 start that finds the topics at that count reads the head slot alone, so its cost stays O(the partitions sharing
 one slot) however many slots the flow has. What a crash leaves below is found by the next start, which reads the
 chain because no settled progress covers it, and a copy that moved its state commits a second time at once
-(`CopyLoop`), so the move ends within the run. Deletes
-(pruned runs, rewound runs, stale keys) go to every slot the key is live in: at the head at once, below with
-the tombstones of step 2 (a delete below seen without the head's record that replaces it would be a hole).
-
-The partition count comes from the same metadata answer as the read, after the fence, and never below the
-count planned on the driver (a broker still answering with the count before a growth would hide the head).
+(`CopyLoop`), so the move ends within the run. Deletes (pruned runs, rewound runs, stale keys) go to every slot
+the key is live in: at the head at once, below with the tombstones of step 2 (a delete below seen without the
+head's record that replaces it would be a hole). The partition count after the fence comes from metadata asked
+after it (`after_fence`), never below the count planned on the driver (a broker still answering with the count
+before a growth would hide the head).
 """
 
 from __future__ import annotations
@@ -46,15 +45,15 @@ killed predecessor left open ends only with the fence, or 60 s later, and the pr
 fence, so this is added to a boundary after a killed run."""
 
 RECENT_COUNT_S = 5.0
-"""How old a state topic's partition count may be for the reads whose count does not decide what is copied
-(`LogReader.counts_after`): a copy's read of its progress ahead of its fence (it only looks for a newer run's
-claim; the read after the fence takes a count asked after it, `after_fence`) and a fenced run's polls for its
-successor's claim (`CopyLoop._claimant`). The ranges of a task starting together share one answer; a range that
-starts again later in its run (`RetakeClaim`) asks again, so a growth made meanwhile, and a newer run's claim at
-the new head, is seen. A claim made in a slot a growth added is seen this much later at most."""
+"""How old a state topic's partition count may be where it decides no record (`LogReader.counts_after`): the read
+of the progress ahead of the fence (a newer run's claim) and a fenced run's polls for its successor's claim. The
+ranges of a task starting together share one answer; one starting again late in its run (`RetakeClaim`) asks
+again, so it sees a newer run's claim at a head a growth added meanwhile."""
 
 COUNT_WAIT_S = 10.0
 """How long a copy waits for a broker's metadata to show the state topic's planned partition count."""
+
+ALWAYS: Callable[[int], bool] = lambda _count: True  # noqa: E731  (`_read_chain`'s `head_only` for every count)
 
 Tombstones = dict[int, list[bytes]]
 """{slot: keys} to tombstone there."""
@@ -102,7 +101,7 @@ def load_progress(task: CopyTask, via: LogReader | None = None) -> tuple[Progres
     cut. A tombstone (`mirrorflow reset`) means no progress."""
     tp = (task.topic, task.partition)
     head = SlottedState()
-    placement = _read_chain(task, task.progress_topic, _progress_of(head, tp), head_only=_always, via=via)
+    placement = _read_chain(task, task.progress_topic, _progress_of(head, tp), head_only=ALWAYS, via=via)
     found = head.progress().get(tp)
     if found is not None and found.settled_slots == placement.count:
         return found, placement
@@ -157,13 +156,12 @@ class ReadAhead(NamedTuple):
 
 def state_reader(task: CopyTask, shared: LogCache | None = None) -> ReadAhead:
     """The reader `load_state` reads through, connected to both state topics. A continuous exactly-once copy
-    reads its progress through it before it fences: a claim of a newer run there means the partition is not this
-    run's to take (`copy_claims`); `read_map_ahead` then reads the map while the writer connects, and the fence
-    waits for that read (`copy_range`). The reader remembers both: at a run boundary the run it takes over from
-    copies on meanwhile, and the read after the fence, the one the boundary waits for, is only what was committed
-    since (`LogReader`, `remember`). These reads are a head start, not the answer: they wait `PRE_READ_WAIT_S` at
-    most on an open transaction, and a failure is left to the read after the fence. `shared`: the cache of the
-    Spark task's ranges (`copy_group`), so that the ranges whose state shares a slot fetch it once between them."""
+    reads its progress through it before it fences: a newer run's claim there means the partition is not this
+    run's (`copy_claims`); `read_map_ahead` then reads the map while the writer connects, and the fence waits for
+    it (`copy_range`). The reader remembers both, so the read after the fence, the one a run boundary waits for,
+    is only what was committed since (`LogReader`, `remember`). A head start, not the answer: these reads wait
+    `PRE_READ_WAIT_S` at most on an open transaction, and a failure is left to the read after the fence. `shared`:
+    the Spark task's cache (`copy_group`): ranges whose state shares a slot fetch it once between them."""
     reader = LogReader(task.target, task.target_consumer, timeout_s=task.timeout_s, remember=True, shared=shared)
     reader.counts_after = time.monotonic() - RECENT_COUNT_S  # `after_fence` asks for a later one
     try:
@@ -185,11 +183,9 @@ def state_reader(task: CopyTask, shared: LogCache | None = None) -> ReadAhead:
 
 
 def after_fence(reader: LogReader, fenced_at: float) -> LogReader:
-    """`reader`, now taking the state topics' partition counts only from metadata asked at or after `fenced_at`
-    (`time.monotonic`, once the fence has ended): a run fenced here could have grown the topics and moved this
-    partition's state up just before, and a count asked earlier would read a chain without that head. After the
-    fence the count cannot matter: nobody but this copy writes the partition's state, and a growth from now on
-    moves nothing until a later copy fences this one (docs/state-plan.md)."""
+    """`reader`, taking the state topics' partition counts from metadata asked at or after `fenced_at` only
+    (`time.monotonic`, once the fence has ended): the run fenced here may have grown the topics and moved this
+    partition's state up just before; a count asked earlier would read a chain without that head."""
     reader.counts_after = fenced_at
     return reader
 
@@ -297,11 +293,10 @@ def load_snapshot(
     task: CopyTask, topic: str, key: bytes, shared: LogCache | None = None, counts_after: float | None = None
 ) -> tuple[bytes | None, Placement]:
     """The partition's latest metrics snapshot (`key`) in metrics topic `topic`, from the highest slot of its
-    chain that holds one, and its placement (the snapshots below the head are tombstoned by the publisher). A
-    snapshot at the head outranks any below, so the chain is read only when the head has none; one left below by
-    a publisher that died before retiring it then stays, outranked (one small record per partition and growth).
-    `shared`: read through the Spark task's cache (`state_reader`), taking the partition count from an answer
-    asked at or after `counts_after` (`after_fence`; None: asked for this read)."""
+    chain that holds one, and its placement (the publisher tombstones those below the head). One at the head
+    outranks any below, so the chain is read only when the head has none (one left below by a publisher that died
+    before retiring it stays, outranked). `shared`: the Spark task's cache, with counts asked at or after
+    `counts_after` (`after_fence`; None: asked for this read)."""
     found: dict[int, bytes | None] = {}
 
     def apply(records: Iterator[SlotRecord]) -> None:
@@ -310,11 +305,10 @@ def load_snapshot(
                 found[slot] = value
 
     # Snapshots are written outside transactions: a stalled read waits the timeout, not for a transaction's end.
-    timeout = task.timeout_s
-    conf = task.target_consumer
+    timeout, conf = task.timeout_s, task.target_consumer
     with LogReader(task.target, conf, read_committed=False, timeout_s=timeout, wait_s=timeout, shared=shared) as via:
         via.counts_after = counts_after
-        placement = _read_chain(task, topic, apply, head_only=_always, via=via)
+        placement = _read_chain(task, topic, apply, head_only=ALWAYS, via=via)
         if found.get(placement.head) is not None:
             return found[placement.head], placement
         found.clear()
@@ -322,10 +316,6 @@ def load_snapshot(
     live = {slot: value for slot, value in found.items() if value is not None}
     placement.after = {slot: [key] for slot in live if slot != placement.head}
     return newest(live), placement
-
-
-def _always(_count: int) -> bool:
-    return True
 
 
 def _progress_of(state: SlottedState, tp: tuple[str, int]) -> Callable[[Iterator[SlotRecord]], object]:
@@ -346,10 +336,13 @@ def _read_chain(
     records below are skipped (applied before), and it is moved past each record applied."""
     counts: list[int] = []
 
-    def chain(count: int) -> list[int]:
-        count = check_count(count, topic)
+    def counted(count: int) -> None:  # told before `chain`; a topic missing now but there when planned too
+        counts.append(count)
         if count < task.state_partitions:
             raise _BehindPlan(count)
+
+    def chain(count: int) -> list[int]:
+        count = check_count(count, topic)
         if head_only(count):
             return [head_slot(task.topic, task.partition, count)]
         return sorted(slot_chain(task.topic, task.partition, count))
@@ -357,7 +350,7 @@ def _read_chain(
     deadline = time.monotonic() + COUNT_WAIT_S
     while True:
         try:
-            apply(_slot_records(task, topic, chain, counts.append, via, seen))
+            apply(_slot_records(task, topic, chain, counted, via, seen))
             break
         except _BehindPlan as err:
             if time.monotonic() >= deadline:
