@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer
 
 from mirrorflow.kafka.read_stall import StalledReadError
 
@@ -132,11 +132,9 @@ class LogCache:
         self._asked: dict[tuple[str, str], _Asked] = {}
         self._askers: dict[tuple[str, frozenset[tuple[str, str]]], Consumer] = {}
         self._idle: dict[tuple[str, bool, frozenset[tuple[str, str]]], list[Consumer]] = {}
-        self._producers: dict[tuple[str, frozenset[tuple[str, str]]], Producer] = {}
         self._warmed: set[tuple[str, bool, frozenset[tuple[str, str]]]] = set()
         self._closed = False
         self.clients_made = 0
-        self.producers_made = 0
         self.fetches = 0
         self.records = 0
         self.metadata_requests = 0
@@ -212,21 +210,6 @@ class LogCache:
                 found = self._askers[key] = make()
             return found
 
-    def producer(self, cluster: str, conf: Mapping[str, str], make: Callable[[], Producer]) -> Producer:
-        """A producer every range sharing this cache writes through where a shared one will do (one per cluster
-        and client settings, made by `make` at the first call; flushed and closed by `close`): the Spark task's
-        metrics publishers (`metrics_store.publisher_client`), one client and its connections instead of one per
-        range."""
-        key = (cluster, _settings(conf))
-        with self._lock:
-            if self._closed:
-                raise RuntimeError("a producer of a LogCache asked after its close")
-            found = self._producers.get(key)
-            if found is None:
-                found = self._producers[key] = make()
-                self.producers_made += 1
-            return found
-
     def warm(
         self,
         cluster: str,
@@ -284,17 +267,13 @@ class LogCache:
         self._give_back(key, client)
 
     def close(self) -> None:
-        """Close the clients made by `asker`, `borrow` and `producer`: the owner of a shared cache calls it once every
-        reader and writer is done."""
+        """Close the clients made by `asker` and `borrow`: the owner of a shared cache calls it once every reader
+        is done."""
         with self._lock:
             clients = list(self._askers.values()) + [c for idle in self._idle.values() for c in idle]
-            producers = list(self._producers.values())
-            self._askers, self._idle, self._producers, self._closed = {}, {}, {}, True
+            self._askers, self._idle, self._closed = {}, {}, True
         for client in clients:
             client.close()
-        for producer in producers:
-            producer.flush(5.0)  # what is left is logged by each publisher's own close (metrics: best-effort)
-            producer.close()
 
     def __enter__(self) -> LogCache:
         return self

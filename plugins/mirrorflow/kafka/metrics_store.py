@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 
-from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from mirrorflow.kafka.clients import admin_client
 from mirrorflow.kafka.clients import consumer as make_consumer
@@ -47,12 +47,6 @@ def ensure_metrics_topic(
     return True
 
 
-def publisher_client(conf: Mapping[str, str]) -> Producer:
-    """The producer metrics snapshots go out through: not idempotent and acks=1, since a lost or duplicated
-    snapshot is harmless (the next one supersedes it). Thread-safe: publishers in several threads may share it."""
-    return make_producer(conf, **_PUBLISHER)
-
-
 class MetricsPublisher:
     """Writes one snapshot per key after each committed batch, to one partition of the topic (a copy's: its
     slot); never raises. `retire` ({partition: keys}), the partition's snapshots left in the slots it had before
@@ -66,15 +60,13 @@ class MetricsPublisher:
         topic: str,
         partition: int = 0,
         retire: Mapping[int, Sequence[bytes]] | None = None,
-        client: Producer | None = None,
     ) -> None:
-        """`client`: a `publisher_client` shared with other publishers (the copy ranges of one Spark task), which
-        its owner closes; by default one of its own."""
         self.cluster, self.topic, self.partition = cluster, topic, partition
         self._retire = dict(retire or {})
         self._acknowledged = False
         self.failures = 0
-        self._producer = client if client is not None else publisher_client(conf)
+        # Not idempotent and acks=1: a lost or duplicated snapshot is harmless, the next one supersedes it.
+        self._producer = make_producer(conf, **_PUBLISHER)
 
     def _report(self, err: KafkaError | None, _msg: object) -> None:
         if err is None:

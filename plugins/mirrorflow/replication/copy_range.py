@@ -238,8 +238,10 @@ def _copy_range(
     # reader's isolation puts the latest record (a read_committed reader: the last stable offset).
     log_end = found.last_stable if progress is None else found.high_watermark
     bounds_found = (found.log_start, log_end)
-    state = (progress, stored, StateSlots(progress_slots, map_slots, claimed=settled_slots(progress)))
-    return _copy(task, writer, state, bounds_found, synced, bytes_before, on_batch, (stop, idle_limit_s), shared)
+    slots = StateSlots(progress_slots, map_slots, claimed=settled_slots(progress))
+    return _copy(
+        task, writer, (progress, stored, slots), bounds_found, synced, bytes_before, on_batch, (stop, idle_limit_s)
+    )
 
 
 def _left(task: CopyTask, stored: Progress) -> CopyResult:
@@ -292,7 +294,6 @@ def _copy(
     bytes_before: StoredBytes | None,
     on_batch: Callable[[CopyResult], None] | None,
     stops: tuple[Stop | None, float | None] = (None, None),
-    shared: LogCache | None = None,
 ) -> CopyResult:
     """Settle where to start and what the map holds, heal the offset syncs an earlier run lost, then run the
     record loop (`copy_loop.CopyLoop`); every client is closed whatever happens, a failure aborts the open
@@ -325,7 +326,7 @@ def _copy(
             if syncs is not None:
                 syncs.flush(start)
             return result
-        metrics = start_metrics(task, progress.records_copied if progress else 0, bytes_before, shared)
+        metrics = start_metrics(task, progress.records_copied if progress else 0, bytes_before)
         reader = PartitionReader(
             task.source,
             task.source_consumer,

@@ -13,7 +13,7 @@ from mirrorflow.core.progress import Progress
 from mirrorflow.core.transforms import TransformChain
 from mirrorflow.kafka.clients import admin_client
 from mirrorflow.kafka.log_cache import LogCache
-from mirrorflow.kafka.metrics_store import MetricsPublisher, ensure_metrics_topic, publisher_client
+from mirrorflow.kafka.metrics_store import MetricsPublisher, ensure_metrics_topic
 from mirrorflow.kafka.topics import NewTopicSpec, create_topics
 from mirrorflow.replication.copy_slots import (
     Placement,
@@ -190,11 +190,8 @@ class CopyMetrics(NamedTuple):
         self.publisher.publish(snapshot.key(), snapshot.encode())
 
 
-def start_metrics(
-    task: CopyTask, records_before: int, stored: StoredBytes | None, shared: LogCache | None = None
-) -> CopyMetrics | None:
-    """The partition's metrics recorder, continuing the stored counts; None when metrics are unavailable. `shared`:
-    the Spark task's cache, whose one producer the task's publishers share (`LogCache.producer`)."""
+def start_metrics(task: CopyTask, records_before: int, stored: StoredBytes | None) -> CopyMetrics | None:
+    """The partition's metrics recorder, continuing the stored counts; None when metrics are unavailable."""
     if task.metrics_topic is None or stored is None:
         return None
     recorder = PartitionMetrics(
@@ -207,7 +204,5 @@ def start_metrics(
         byte_count=stored.byte_count,
     )
     slots = stored.placement
-    conf = task.target_producer
-    client = None if shared is None else shared.producer(task.target, conf, lambda: publisher_client(conf))
-    publisher = MetricsPublisher(task.target, conf, task.metrics_topic, slots.head, slots.after, client)
+    publisher = MetricsPublisher(task.target, task.target_producer, task.metrics_topic, slots.head, slots.after)
     return CopyMetrics(recorder, publisher)
