@@ -62,7 +62,7 @@ TAIL_S = (int(STATE_TOPIC_CONFIGS["min.compaction.lag.ms"]) + int(STATE_TOPIC_CO
 own delay: its 15 s backoff, and the dirty ratio's wait)."""
 MARKERS_KEPT_S = int(STATE_TOPIC_CONFIGS["delete.retention.ms"]) / 1000
 """How long the cleaner keeps a cleaned transaction's commit marker."""
-METADATA_ANSWERS = {"a read per range (session 18)": 169, "shared (session 19)": 41}
+METADATA_ANSWERS = {"a read per range (session 18)": 169, "shared (session 19)": 52}
 """Metadata answers listing a state topic at the start of a Spark task of 8 continuous exactly-once ranges, as
 the broker counted them (`make bench-state-metadata`, 2026-12-02): each lists every slot of its topic."""
 METADATA_PARTITION_BYTES = 42
