@@ -69,7 +69,8 @@ class LogReader:
     topics and slots one after the other, and each new client pays its connections and metadata again (about
     0.1-0.2 s on a local broker, far more than the records of a state slot). The reader, and for a
     read_committed reader a read_uncommitted twin that asks the true ends, live until `close`; between reads
-    nothing is assigned. Not for concurrent use."""
+    nothing is assigned. Not for concurrent use. A reader given a `shared` cache has no clients of its own: it
+    borrows them from the cache (`LogCache.asker`, `borrow`), whose owner closes them."""
 
     def __init__(
         self,

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from mirrorflow.kafka.log_cache import Record
-from mirrorflow.kafka.operation_error import KafkaOperationError
+from mirrorflow.kafka.operation_error import MOVING_LEADER, KafkaOperationError
 from mirrorflow.kafka.read_stall import blocked as _blocked
 
 ENDS_SPAN_S = 5.0
@@ -29,11 +29,6 @@ _REFUSALS = {
     KafkaError.CLUSTER_AUTHORIZATION_FAILED,
 }
 """Client-wide errors that end a read at once: waiting would not change them."""
-
-
-_MOVING_LEADER = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE}
-"""Answers about a partition whose leader is changing (a topic just created or grown, a broker restarting):
-asked again until the timeout, as librdkafka's own fetcher would."""
 
 
 RELIST_WAIT_S = 10.0
@@ -73,7 +68,7 @@ def true_ends(asker: Consumer, topic: str, partitions: Sequence[int], timeout_s:
                 code = err.args[0].code()
                 if code == KafkaError._UNKNOWN_PARTITION:
                     _relist(asker, topic, p, timeout_s, err)  # raises when the partition does not show
-                elif code not in _MOVING_LEADER or time.monotonic() >= deadline:
+                elif code not in MOVING_LEADER or time.monotonic() >= deadline:
                     raise
                 time.sleep(0.1)
         if high > low:

@@ -6,11 +6,11 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from mirrorflow.kafka.clients import consumer as make_consumer
-from mirrorflow.kafka.operation_error import KafkaOperationError
+from mirrorflow.kafka.operation_error import MOVING_LEADER, KafkaOperationError
 
 
 def list_offsets(
@@ -73,10 +73,6 @@ def _watermarks(
     finally:
         reader.close()
     return int(low), int(high)
-
-
-MOVING_LEADER = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE}
-"""Answers about a partition whose leader is changing (a topic just created, a broker restarting): asked again."""
 
 
 def newest_timestamps(

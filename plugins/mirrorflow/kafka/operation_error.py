@@ -118,6 +118,10 @@ def _kafka_error(error: KafkaError | BaseException) -> KafkaError | None:
     return None
 
 
+MOVING_LEADER = frozenset({KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE})
+"""Answers about a partition whose leader is changing (a topic just created or grown, a broker restarting): asked
+again until the caller's timeout, as librdkafka's own fetcher would."""
+
 FENCED_CODES = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH})
 """A newer producer with the same transactional id took over: this one can never write again."""
 
