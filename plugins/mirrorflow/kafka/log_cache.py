@@ -117,10 +117,11 @@ class LogCache:
     fetched), which the benchmark and tests count.
 
     It also keeps, for the readers sharing it, what a read asks of the brokers besides records: each topic's
-    metadata (`topic`), and one read_uncommitted client per cluster that asks partitions' true ends (`asker`).
-    Every metadata answer about a state topic lists all its partitions (42 bytes each at replication factor 3:
-    172 KB at 4,096 slots), so a Spark task of 8 ranges that asked it at every read paid far more in metadata
-    than in state (issue 17; `make bench-state-startup` counts both)."""
+    metadata (`topic`), one read_uncommitted client per cluster that asks partitions' true ends (`asker`), and the
+    fetching clients, lent for one fetch at a time (`borrow`). Every metadata answer about a state topic lists all
+    its partitions (42 bytes each at replication factor 3: 172 KB at 4,096 slots), so a Spark task of 8 ranges that
+    asked it at every read and client paid more in metadata than in state (issue 17; `make bench-state-metadata`
+    counts the broker's answers)."""
 
     def __init__(self, max_gap_s: float = MAX_GAP_S) -> None:
         """`max_gap_s`: the longest time between two reads of a partition that may continue where the first one
