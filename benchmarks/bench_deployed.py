@@ -116,6 +116,8 @@ def latency_deployed(
     with LocalScheduler.running(home, config, parallelism=parallelism) as airflow:
         airflow.wait_for_dag(DAG_ID)
         name = f"{FLOW_DAG}, exactly-once, run.seconds {run_seconds}, handover.seconds {handover_seconds}"
+        rounds = [s.split("=", 1)[1] for s in settings if s.startswith("mirrorflow.copy.round.seconds=")]
+        name += f", round.seconds {rounds[-1]}" if rounds else ""
         latency = measure(name, case, source, target, topic, f"{DEPLOYED}.{topic}", rate, seconds, lambda: None, 600)
         rows = airflow.query(
             "SELECT run_id, start_date, end_date FROM task_instance WHERE dag_id = %s AND task_id = 'copy' "

@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from tests.kafka_helpers import create_topic, read_partition
 
@@ -211,17 +211,25 @@ def compile_java_probe(source: Path, classes: Path) -> str:
 
 
 def start_feeder(
-    kafka_producer: Callable[..., Producer], topic: str, pause_s: float, partitions: int = 1
+    kafka_producer: Callable[..., Producer], topic: str, pause_s: float, partitions: int | Callable[[], int] = 1
 ) -> tuple[threading.Event, list[int], threading.Thread]:
-    """A producer thread writing r0, r1, ... round-robin over `partitions` of `topic` on A, one record every
-    `pause_s`, until the event is cleared; the numbers it sent, and the thread (join it after clearing)."""
+    """A producer thread writing r0, r1, ... round-robin over `partitions` of `topic` on A (a callable: the count
+    now, for a topic that grows), one record every `pause_s`, until the event is cleared; the numbers it sent,
+    and the thread (join it after clearing)."""
     producing, sent = threading.Event(), []
     producing.set()
+    count = partitions if callable(partitions) else lambda: partitions
 
     def produce() -> None:
         producer = kafka_producer("A")
         while producing.is_set():
-            producer.produce(topic, value=f"r{len(sent)}".encode(), partition=len(sent) % partitions)
+            try:
+                producer.produce(topic, value=f"r{len(sent)}".encode(), partition=len(sent) % count())
+            except KafkaException as err:  # a partition added since: the producer learns of it from metadata
+                if err.args[0].code() != KafkaError._UNKNOWN_PARTITION:
+                    raise
+                producer.list_topics(topic, timeout=10)
+                continue
             sent.append(len(sent))
             producer.poll(0)
             time.sleep(pause_s)

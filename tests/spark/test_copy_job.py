@@ -34,17 +34,27 @@ def write_config(tmp_path: Path, clusters: LocalClusters, topic: str) -> Path:
     return path
 
 
-def spark_submit(*args: str, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def spark_submit_command(*args: str) -> list[str]:
+    """The copy job's spark-submit on `local[2]` with this interpreter's Spark (run with `spark_env()`)."""
+    bin_dir = Path(sys.executable).parent
+    return [
+        str(bin_dir / "spark-submit"),
+        "--master",
+        "local[2]",
+        str(REPO / "spark_jobs" / "mirrorflow_copy.py"),
+        *args,
+    ]
+
+
+def spark_env(extra_env: dict[str, str] | None = None) -> dict[str, str]:
     bin_dir = Path(sys.executable).parent
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "PYSPARK_PYTHON": sys.executable}
-    env.update(extra_env or {})
-    return subprocess.run(
-        [str(bin_dir / "spark-submit"), "--master", "local[2]", str(REPO / "spark_jobs" / "mirrorflow_copy.py"), *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    return {**env, **(extra_env or {})}
+
+
+def spark_submit(*args: str, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    command = spark_submit_command(*args)
+    return subprocess.run(command, env=spark_env(extra_env), capture_output=True, text=True, timeout=600)
 
 
 def test_spark_submit_copies_every_partition(

@@ -31,6 +31,7 @@ from typing import NamedTuple
 from mirrorflow.config.keys import is_secret_key
 from mirrorflow.config.model import Flow
 from mirrorflow.config.spark_conf import TOTAL_CORES_KEY
+from mirrorflow.replication.copy_rounds import rounds_apply
 from mirrorflow.spark.packaging import cluster_conf, is_standalone
 
 log = logging.getLogger(__name__)
@@ -104,7 +105,11 @@ def submit_conf(
         conf.setdefault("spark.ui.enabled", "false")  # nobody reads a local run's UI (copy_job.in_process_conf)
     if is_standalone(master):
         count = partitions or (lambda f: copy_partitions(f, quiet_after_s))
-        conf["spark.cores.max"] = str(standalone_cores(flow, count))
+        cores = standalone_cores(flow, count)
+        rounds = rounds_apply(flow.delivery, flow.copy_round_seconds, flow.copy_run_seconds)
+        if flow.copy_mode == "continuous" and rounds and flow.spark_total_executor_cores is None:
+            cores *= 2  # two rounds' tasks run at once while they hand over (replication/copy_rounds.py)
+        conf["spark.cores.max"] = str(cores)
         conf.update(cluster_conf())
     elif flow.spark_total_executor_cores is not None and not master.strip().startswith("local"):
         log.warning(

@@ -34,9 +34,11 @@ from mirrorflow.core.state_slots import MIN_STATE_PARTITIONS
 from mirrorflow.core.topic_filter import JAVA_DEFAULT_TOPIC_FILTER
 
 _REPLICATION_FACTORS = [k for k in TYPED_FIELDS.values() if k.endswith("replication.factor")]
-# handover 0: DAG runs never overlap; transaction.min.ms 0: a caught-up copy commits at once; .records 0: never early
+# handover 0: DAG runs never overlap; round 0: one plan per run; transaction.min.ms 0: a caught-up copy commits
+# at once; .records 0: never early
 _NON_NEGATIVE = [
     "mirrorflow.copy.handover.seconds",
+    "mirrorflow.copy.round.seconds",
     "mirrorflow.copy.transaction.min.ms",
     "mirrorflow.copy.transaction.min.records",
 ]

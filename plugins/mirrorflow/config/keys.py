@@ -242,6 +242,7 @@ MIRRORFLOW_FLOW_KEYS: dict[str, KeySpec] = {
         ),
         KeySpec("mirrorflow.copy.run.seconds", "long", "300"),
         KeySpec("mirrorflow.copy.handover.seconds", "long", "60"),
+        KeySpec("mirrorflow.copy.round.seconds", "long", "0"),
         KeySpec("mirrorflow.copy.transaction.max.ms", "long", "500"),
         KeySpec("mirrorflow.copy.transaction.min.ms", "long", "100"),
         KeySpec("mirrorflow.copy.transaction.min.records", "int", "32"),

@@ -76,6 +76,7 @@ TYPED_FIELDS: dict[str, str] = {
     "copy_mode": "mirrorflow.copy.mode",
     "copy_run_seconds": "mirrorflow.copy.run.seconds",
     "copy_handover_seconds": "mirrorflow.copy.handover.seconds",
+    "copy_round_seconds": "mirrorflow.copy.round.seconds",
     "copy_transaction_max_ms": "mirrorflow.copy.transaction.max.ms",
     "copy_transaction_min_ms": "mirrorflow.copy.transaction.min.ms",
     "copy_transaction_min_records": "mirrorflow.copy.transaction.min.records",
@@ -193,6 +194,10 @@ class Flow(BaseModel):
     copy_run_seconds: int = 300
     copy_handover_seconds: int = 60
     """How long before a continuous run's copy ends the next run starts (`airflow.schedule.overlapping_runs`)."""
+    copy_round_seconds: int = 0
+    """Continuous exactly-once copies: how often the running Spark application plans its copy again (new topics
+    and partitions, quiet partitions regrouped) and hands only the changed Spark tasks over inside the same
+    application (`spark.copy_rounds`); 0 (or not below `copy_run_seconds`): one plan per application."""
     copy_transaction_max_ms: int = 500
     """The longest a copy transaction stays open: what a record waits at most before it is committed."""
     copy_transaction_min_ms: int = 100

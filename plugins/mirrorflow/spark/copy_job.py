@@ -15,6 +15,7 @@ import os
 import re
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
@@ -38,9 +39,11 @@ from mirrorflow.replication.copy_plan import (
     totals_line,
 )
 from mirrorflow.replication.copy_quiet import quiet_partitions
+from mirrorflow.replication.copy_rounds import CopyRounds, rounds_apply
 from mirrorflow.replication.copy_task import CopyResult, CopyTask
 from mirrorflow.replication.discovery import FlowPlan, discover
 from mirrorflow.replication.flow_clients import FlowClients
+from mirrorflow.replication.flow_cycle import flow_paused, state_root_override
 from mirrorflow.replication.job_summary import publish_summary
 from mirrorflow.spark.quiet import quiet_driver_conf, spark_log_level
 
@@ -202,6 +205,8 @@ def copy_flow(
     """One copy run of a flow: discover (unless given the plan), copy every partition on Spark, summarise.
     `run_started_ms` orders overlapping continuous runs (`copy_claims`): the DAG run's start when Airflow runs the
     copy, so a retry of an older run's task never counts as the newest run; now if None."""
+    if not interval and run_seconds and rounds_apply(flow.delivery, flow.copy_round_seconds, run_seconds):
+        return copy_in_rounds(flow, spark, run_seconds=run_seconds, run_started_ms=run_started_ms)
     if plan is None:
         with FlowClients(flow) as clients:
             plan = discover(flow, clients)
@@ -219,8 +224,63 @@ def copy_flow(
     return summary
 
 
+def copy_in_rounds(
+    flow: Flow, spark: SparkSession, *, run_seconds: float, run_started_ms: int | None
+) -> dict[str, object]:
+    """A continuous exactly-once run that plans again every `mirrorflow.copy.round.seconds` inside this Spark
+    application and hands over only the Spark tasks whose ranges changed (`copy_rounds`)."""
+    runtimes: list[Runtime] = []
+
+    def plan_round(left_s: float, started_ms: int) -> tuple[list[list[CopyTask]], int]:
+        with FlowClients(flow) as clients:
+            found = discover(flow, clients)
+        tasks = plan_copy(flow, copyable(found), interval=False, run_seconds=left_s, run_started_ms=started_ms)
+        quiet_after = float(flow.copy_round_seconds)
+        return spread_over_cores(flow, tasks, spark, interval=False, share=2, quiet_after_s=quiet_after)
+
+    def paused() -> str | None:
+        with FlowClients(flow) as clients:
+            return flow_paused(flow, clients, state_root_override())
+
+    rounds = CopyRounds(
+        run_seconds=run_seconds,
+        round_seconds=float(flow.copy_round_seconds),
+        handover_seconds=float(flow.copy_handover_seconds),
+        run_started_ms=run_started_ms or int(time.time() * 1000),
+        plan=plan_round,
+        run=lambda groups: run_copy_groups(spark, groups, runtimes=runtimes),
+        cancel=spark.sparkContext.cancelAllJobs,
+        paused=paused,
+    )
+    out = rounds.copy()
+    summary = summarise(out.results)
+    summary.update(spark_tasks=len(out.groups), quiet_partitions=out.quiet, rounds=out.rounds)
+    summary.update(round_handovers=out.handovers, flow=flow.name, mode="continuous")
+    summary.update(idle_counts([[(t.topic, t.partition) for t in g] for g in out.groups], out.results))
+    summary["executors"] = [dict(seen) for seen in sorted({tuple(sorted(r.items())) for r in runtimes})]
+    if out.paused:
+        summary["paused"] = out.paused
+    return summary
+
+
+def round_master(master: str) -> str:
+    """A local master with twice the task threads: two rounds' Spark tasks run at once while they hand over
+    (`copy_rounds`); each round plans for half of them (`spread_over_cores(share=2)`). Others as given."""
+    m = re.fullmatch(r"local(?:\[(\*|\d+)(?:,\d+)?\])?", master.strip())
+    if m is None:
+        return master
+    threads = (os.cpu_count() or 1) if m.group(1) in (None, "*") else int(m.group(1))
+    return f"local[{2 * threads}]"
+
+
 def spread_over_cores(
-    flow: Flow, tasks: list[CopyTask], spark: SparkSession, *, interval: bool
+    flow: Flow,
+    tasks: list[CopyTask],
+    spark: SparkSession,
+    *,
+    interval: bool,
+    share: int = 1,
+    quiet_after_s: float | None = None,
 ) -> tuple[list[list[CopyTask]], int]:
     """The Spark tasks of the copy (`spread`), within the application's `spark.cores.max` when it has one, and
     how many partitions were found quiet (`copy_quiet`: a continuous copy groups them into one task).
@@ -228,18 +288,24 @@ def spread_over_cores(
     Spark's default parallelism is at least 2 on a cluster whatever cores the application may hold, so the cap
     the Airflow task sets (one core per `mirrorflow.copy.partitions.per.task` partitions) bounds the slots too.
     A continuous copy never runs more tasks than cores: a task waiting for a core would copy nothing until
-    another's run ends, so its partitions would lag by a whole run; each task then copies more partitions."""
+    another's run ends, so its partitions would lag by a whole run; each task then copies more partitions.
+
+    `share`: how many copies of the flow the application runs at once (2 with rounds: the next round's tasks
+    start before the current ones hand over, `copy_rounds`), so one copy takes 1/share of the slots.
+    `quiet_after_s`: how long without traffic makes a partition quiet; default the run's length."""
     slots = spark.sparkContext.defaultParallelism
     raw = spark.sparkContext.getConf().get("spark.cores.max")
     cores = int(raw) if raw and raw.strip().isdigit() and int(raw) > 0 else None
     if cores is not None:
         slots = min(slots, cores)
+    slots = max(1, slots // max(share, 1))
+    cores = None if cores is None else max(1, cores // max(share, 1))
     quiet: set[tuple[str, int]] = set()
     if interval:
         groups = spread(tasks, slots, flow.copy_partitions_per_task)
     else:
         run_s = max((t.run_seconds or 0.0 for t in tasks), default=0.0) or float(flow.copy_run_seconds)
-        quiet = quiet_partitions(flow, tasks, run_s)
+        quiet = quiet_partitions(flow, tasks, quiet_after_s or run_s)
         groups = spread_quiet(tasks, quiet, slots, flow.copy_partitions_per_task, cores)
     needed = -(-len(tasks) // max(flow.copy_partitions_per_task, 1))
     if cores is not None and not interval and needed > cores:
@@ -308,9 +374,10 @@ def main(argv: list[str] | None = None) -> int:
         flow = with_cluster_settings(flow, cluster_settings_from_env(os.environ))
         mode = args.mode or flow.copy_mode
         run_seconds = args.run_seconds if args.run_seconds is not None else float(flow.copy_run_seconds)
-        spark = spark_session(
-            args.master or flow.spark_master, f"mirrorflow-copy {flow.name}", flow.spark_submit_conf()
-        )
+        master = args.master or flow.spark_master
+        if mode == "continuous" and rounds_apply(flow.delivery, flow.copy_round_seconds, run_seconds):
+            master = round_master(master)
+        spark = spark_session(master, f"mirrorflow-copy {flow.name}", flow.spark_submit_conf())
         try:
             summary = copy_flow(
                 flow, spark, interval=mode == "interval", run_seconds=run_seconds, run_started_ms=args.run_started_ms
