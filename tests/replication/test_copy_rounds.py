@@ -1,7 +1,8 @@
-"""The decisions of continuous copy rounds (`copy_rounds.CopyRounds`) without Spark: which groups a round starts,
-the claims' start it gives them, and what a pause, a failed job or a failed plan does. Jobs are stand-ins that
-run until their tasks' run length ends or the application cancels them; the copy itself is tested on real
-brokers and Spark in tests/spark/test_copy_rounds_live.py."""
+"""The decisions of continuous copy rounds (`copy_rounds.CopyRounds`) without Spark: which groups a round starts
+or cancels, the claims' start it gives them, and what a pause, a failed check, a failed job or a failed plan does.
+Jobs are stand-ins that run until their tasks' run length ends or their job group is cancelled (as Spark's
+`cancelJobGroup`: only a job already submitted is cancelled); the copy itself is tested on real brokers and
+Spark in tests/spark/test_copy_rounds_live.py."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import time
 import pytest
 
 from mirrorflow.core.errors import MirrorflowError
-from mirrorflow.replication.copy_rounds import CopyRounds, Groups, group_key, rounds_apply
+from mirrorflow.replication.copy_rounds import CopyRounds, Group, rounds_apply, same_ranges
 from mirrorflow.replication.copy_task import CopyResult, CopyTask
 
 BASE_MS = 1_000_000
@@ -42,35 +43,64 @@ def task(partition: int, topic: str = "orders", **changes: object) -> CopyTask:
     return dataclasses.replace(made, **changes)  # type: ignore[arg-type]
 
 
-class StandIn:
-    """Plans from a list (one entry per round, the last repeated) and runs jobs until their run ends or cancel."""
+def parts(group: Group) -> list[int]:
+    return sorted(t.partition for t in group)
 
-    def __init__(self, plans: list[Groups | Exception], run_s: float = 1.2, round_s: float = 0.2) -> None:
+
+class StandIn:
+    """Plans from a list (one entry per round, the last repeated) and runs each group until its run ends or its
+    job group is cancelled."""
+
+    def __init__(self, plans: list[list[Group] | Exception], run_s: float = 1.2, round_s: float = 0.2) -> None:
         self.plans, self.run_s, self.round_s = plans, run_s, round_s
-        self.cancelled = threading.Event()
-        self.jobs: list[Groups] = []
+        self.lock = threading.Lock()
+        self.active: dict[str, threading.Event] = {}
+        self.jobs: list[Group] = []
+        self.cancelled: list[Group] = []
+        self.names: dict[str, Group] = {}
         self.starts: list[int] = []
         self.fail_job: int | None = None
-        self.wall_ms = BASE_MS + 5_000
+        self.ends_at_once: set[int] = set()  # jobs (1-based) whose ranges end at once, handed over
+        self.submit_delay_s = 0.0
+        self.wall_ms = BASE_MS + 100
 
-    def plan(self, left_s: float, started_ms: int) -> tuple[Groups, int]:
+    def plan(self, left_s: float, started_ms: int) -> tuple[list[Group], int]:
         self.starts.append(started_ms)
         made = self.plans[min(len(self.starts) - 1, len(self.plans) - 1)]
         if isinstance(made, Exception):
             raise made
         return [[dataclasses.replace(t, run_seconds=left_s, run_started_ms=started_ms) for t in g] for g in made], 0
 
-    def run(self, groups: Groups) -> list[CopyResult]:
-        self.jobs.append(groups)
-        if self.fail_job == len(self.jobs):
+    def run(self, group: Group, name: str) -> list[CopyResult]:
+        with self.lock:
+            self.jobs.append(group)
+            number = len(self.jobs)
+        time.sleep(self.submit_delay_s)
+        stop = threading.Event()
+        with self.lock:
+            self.active[name], self.names[name] = stop, group
+        if self.fail_job == number:
             raise MirrorflowError("the Spark copy job failed: a range failed for good")
-        left = min(t.run_seconds or 0.0 for g in groups for t in g)
-        if self.cancelled.wait(left):
+        if number not in self.ends_at_once and stop.wait(min(t.run_seconds or 0.0 for t in group)):
             raise MirrorflowError("the Spark copy job failed: cancelled")
-        return [CopyResult(t.topic, t.partition, t.remote_topic, 0, 0, 0) for g in groups for t in g]
+        return [CopyResult(t.topic, t.partition, t.remote_topic, 0, 0, 0) for t in group]
 
-    def rounds(self, paused: list[str | None] | None = None, handover_s: float = 0.0) -> CopyRounds:
+    def cancel(self, names: list[str]) -> None:
+        with self.lock:
+            for name in names:
+                if name in self.active and not self.active[name].is_set():
+                    self.active[name].set()
+                    self.cancelled.append(self.names[name])
+
+    def rounds(self, paused: list[object] | None = None, handover_s: float = 0.0, try_number: int = 0) -> CopyRounds:
         answers = iter(paused or [])
+
+        def pause_check() -> str | None:
+            answer = next(answers, None)
+            if isinstance(answer, Exception):
+                raise answer
+            return answer  # type: ignore[return-value]
+
         return CopyRounds(
             run_seconds=self.run_s,
             round_seconds=self.round_s,
@@ -78,10 +108,12 @@ class StandIn:
             run_started_ms=BASE_MS,
             plan=self.plan,
             run=self.run,
-            cancel=self.cancelled.set,
-            paused=(lambda: next(answers, None)) if paused is not None else None,
+            cancel=self.cancel,
+            paused=pause_check if paused is not None else None,
+            try_number=try_number,
             wall_ms=lambda: self.wall_ms,
             margin_s=0.2,
+            grace_s=0.3,
         )
 
 
@@ -96,71 +128,96 @@ def test_a_round_that_changes_nothing_starts_nothing() -> None:
     stand_in = StandIn([[[task(0), task(1)], [task(2)]]])
     out = stand_in.rounds().copy()
     assert out.rounds >= 3, "rounds were planned all along the run"
-    assert len(stand_in.jobs) == 1 and out.handovers == 0
+    assert sorted(map(parts, stand_in.jobs)) == [[0, 1], [2]] and out.handovers == 0
     assert sorted(r.partition for r in out.results) == [0, 1, 2]
 
 
-def test_a_changed_plan_starts_only_the_changed_groups() -> None:
+def test_a_changed_plan_starts_the_changed_groups_and_cancels_what_they_supersede() -> None:
     first = [[task(0), task(1)], [task(2)]]
     grown = [[task(0), task(1)], [task(2), task(3)]]  # a partition appeared beside partition 2
-    stand_in = StandIn([first, first, grown])
+    stand_in = StandIn([first, first, grown], run_s=2.0)
     out = stand_in.rounds().copy()
-    assert [group_key(g) for g in stand_in.jobs[1]] == [group_key([task(2), task(3)])]
+    assert [parts(g) for g in stand_in.jobs] in ([[0, 1], [2], [2, 3]], [[2], [0, 1], [2, 3]])
+    assert out.handovers == 1 and len(out.groups) == 3
+    assert [parts(g) for g in stand_in.cancelled] == [[2]], "the superseded task, once its grace ended"
+    assert out.cancelled == 1
+
+
+def test_a_task_whose_partitions_are_not_all_replanned_is_left_to_end_with_the_run() -> None:
+    first = [[task(0), task(1)]]
+    stand_in = StandIn([first, [[task(0)]]], run_s=1.5)  # partition 1's topic is no longer replicated
+    out = stand_in.rounds().copy()
+    assert stand_in.cancelled == [] and out.cancelled == 0
+    assert sorted(map(parts, stand_in.jobs)) == [[0], [0, 1]]
+
+
+def test_a_group_whose_task_ended_early_starts_again_at_the_next_round() -> None:
+    stand_in = StandIn([[[task(0)]]])
+    stand_in.ends_at_once = {1}  # handed over to a run that looked newer, which then ended
+    out = stand_in.rounds().copy()
     assert len(stand_in.jobs) == 2 and out.handovers == 1
-    assert len(out.groups) == 3
+    assert [r.partition for r in out.results] == [0, 0]
 
 
-def test_a_changed_identity_is_a_changed_group() -> None:
-    assert group_key([task(0)]) != group_key([task(0, source_topic_id="re-created")])
-    assert group_key([task(0), task(1)]) == group_key([task(1), task(0)])
+def test_a_lookup_that_failed_this_round_does_not_hand_a_task_over() -> None:
+    known = task(0, source_topic_id="src", remote_topic_id="rem", max_message_bytes=1000, state_partitions=8)
+    unknown = task(0, source_topic_id="", remote_topic_id="", max_message_bytes=None, state_partitions=1)
+    assert same_ranges([unknown], [known])
+    assert not same_ranges([task(0, source_topic_id="re-created")], [known])
+    assert not same_ranges([task(0, max_message_bytes=2000)], [known])
+    assert not same_ranges([task(0, state_partitions=16)], [known])
+    assert same_ranges([task(1), task(0)], [task(0), task(1)])
+    assert not same_ranges([task(0)], [task(0), task(1)])
 
 
-def test_round_starts_are_now_but_never_as_late_as_the_next_runs_start() -> None:
+def test_claim_starts_are_ordered_by_try_then_round_and_capped_before_the_next_run() -> None:
+    stand_in = StandIn([[[task(0)]]], run_s=3.0)
+    stand_in.wall_ms = BASE_MS  # (the wall clock only limits when rounds start: tested below)
+    stand_in.rounds(try_number=2).copy()
+    assert stand_in.starts[:3] == [BASE_MS + 2000, BASE_MS + 2001, BASE_MS + 2002]
+    capped = StandIn([[[task(0)]]], run_s=1.0)
+    capped.rounds(handover_s=0.5, try_number=9).copy()  # cap: (1.0 - 0.5 - 0.2) s after the run's start
+    assert set(capped.starts) == {BASE_MS + 300}
+
+
+def test_no_round_starts_once_the_wall_clock_is_past_the_last_rounds_time() -> None:
     stand_in = StandIn([[[task(0)]]], run_s=1.0)
-    stand_in.wall_ms = BASE_MS + 10_000_000  # a retry long after the DAG run started
-    stand_in.rounds(handover_s=0.3).copy()
-    cap = BASE_MS + int((1.0 - 0.3 - 0.2) * 1000)
-    assert set(stand_in.starts) == {cap}, "capped below the next DAG run's start (run - handover)"
-    stand_in = StandIn([[[task(0)]]], run_s=1.0)
-    stand_in.wall_ms = BASE_MS + 10_000_000
-    stand_in.rounds(handover_s=60.0).copy()  # runs that do not overlap: the next starts after this one's end
-    assert set(stand_in.starts) == {BASE_MS + 800} and len(stand_in.starts) >= 3
-    stand_in = StandIn([[[task(0)]]], run_s=1.0)
-    stand_in.wall_ms = BASE_MS + 100
+    stand_in.wall_ms = BASE_MS + 900  # the driver began late: the DAG run started 0.9 s ago
     stand_in.rounds().copy()
-    assert set(stand_in.starts) == {BASE_MS + 100}, "else the planning host's now, also for the first round"
+    assert len(stand_in.starts) == 1, "only the first round, which every run has"
 
 
 def test_a_paused_flow_gets_no_new_round_and_its_tasks_are_cancelled() -> None:
-    stand_in = StandIn([[[task(0)]]], run_s=30.0)
+    stand_in = StandIn([[[task(0)], [task(1)]]], run_s=30.0)
     began = time.monotonic()
     out = stand_in.rounds(paused=[None, "flow A->B is paused by a failover"]).copy()
     assert out.paused == "flow A->B is paused by a failover"
-    assert stand_in.cancelled.is_set() and time.monotonic() - began < 5
-    assert len(stand_in.starts) == 2, "the round after the pause was not planned"
+    assert sorted(map(parts, stand_in.cancelled)) == [[0], [1]] and time.monotonic() - began < 5
+    assert len(stand_in.starts) == 2, "the round that found the pause planned nothing"
 
 
-def test_a_failed_pause_check_skips_nothing_but_that_check() -> None:
-    stand_in = StandIn([[[task(0)]]])
+def test_a_job_submitted_while_the_pause_cancelled_is_cancelled_too() -> None:
+    stand_in = StandIn([[[task(0)]]], run_s=30.0, round_s=0.1)
+    stand_in.submit_delay_s = 0.5  # the job reaches Spark after the cancel at the second round
+    began = time.monotonic()
+    stand_in.rounds(paused=["paused"]).copy()
+    assert [parts(g) for g in stand_in.cancelled] == [[0]] and time.monotonic() - began < 5
 
-    def broken() -> str | None:
-        raise MirrorflowError("the target does not answer")
 
-    rounds = stand_in.rounds()
-    rounds._paused = broken
-    out = rounds.copy()
-    assert out.paused is None and not stand_in.cancelled.is_set()
-    assert len(out.results) == 1
+def test_a_pause_check_that_cannot_be_made_skips_the_round() -> None:
+    stand_in = StandIn([[[task(0)]], [[task(0), task(1)]]])
+    out = stand_in.rounds(paused=[MirrorflowError("the target does not answer")] * 100).copy()
+    assert out.paused is None and stand_in.cancelled == []
+    assert len(stand_in.starts) == 1 and out.rounds >= 3, "no round after the first planned or started anything"
 
 
 def test_a_failed_job_cancels_the_others_and_fails_the_run() -> None:
-    first = [[task(0)]]
-    stand_in = StandIn([first, [[task(0)], [task(1)]]], run_s=30.0)
+    stand_in = StandIn([[[task(0)]], [[task(0)], [task(1)]]], run_s=30.0)
     stand_in.fail_job = 2
     began = time.monotonic()
     with pytest.raises(MirrorflowError, match="failed for good"):
         stand_in.rounds().copy()
-    assert stand_in.cancelled.is_set() and time.monotonic() - began < 5
+    assert [parts(g) for g in stand_in.cancelled] == [[0]] and time.monotonic() - began < 5
 
 
 def test_only_the_first_rounds_plan_failing_fails_the_run() -> None:
@@ -177,11 +234,3 @@ def test_a_run_with_nothing_to_copy_ends_after_its_last_round() -> None:
     began = time.monotonic()
     out = rounds.copy()
     assert out.results == [] and stand_in.jobs == [] and time.monotonic() - began < 3
-
-
-def test_every_range_ended_early_ends_the_run() -> None:
-    stand_in = StandIn([[[task(0)]]], run_s=30.0)
-    stand_in.run = lambda groups: [CopyResult("orders", 0, "A.orders", 0, 0, 0, handed_over=True)]  # type: ignore[method-assign]
-    began = time.monotonic()
-    out = stand_in.rounds().copy()
-    assert [r.handed_over for r in out.results] == [True] and time.monotonic() - began < 3

@@ -35,7 +35,7 @@ from mirrorflow.replication.copy_range import copy_range
 from mirrorflow.replication.copy_setup import load_progress
 from mirrorflow.replication.metrics import Snapshot, snapshot_key
 from mirrorflow.replication.topic_reset import reset_topic
-from mirrorflow.spark import copy_job
+from mirrorflow.spark import copy_tasks
 
 pytestmark = pytest.mark.integration
 
@@ -237,9 +237,9 @@ def test_a_retried_task_checks_the_ids_its_clusters_report_now(
     with pytest.raises(MirrorflowError, match="re-created"):
         copy_range(retried)
     # The Spark task body does the same on a retried attempt (Spark's task context stands in for a retry).
-    monkeypatch.setattr(copy_job, "TaskContext", RetriedAttempt)
+    monkeypatch.setattr(copy_tasks, "TaskContext", RetriedAttempt)
     with pytest.raises(MirrorflowError, match="re-created"):
-        list(copy_job._copy_partition([planned]))
+        list(copy_tasks._copy_partition([planned]))
 
 
 class RetriedAttempt:

@@ -145,12 +145,15 @@ def local_env(bin_dir: Path | None = None) -> dict[str, str]:
 def run_started_args(context: Any) -> list[str]:
     """`--run-started-ms` of the DAG run's start (the scheduler's clock, one for every try of the task): overlapping
     continuous runs are ordered by it (`copy_claims`), so an Airflow retry of an older run's copy stays older than
-    the run that started after it. None without a DAG run (the job then takes its own start)."""
+    the run that started after it. None without a DAG run (the job then takes its own start). With the try number:
+    rounds order a retry's claims after those of the try it replaces (`replication/copy_rounds.py`)."""
     dag_run = context.get("dag_run") if hasattr(context, "get") else None
     started = getattr(dag_run, "start_date", None)
     if started is None:
         return []
-    return ["--run-started-ms", str(int(started.timestamp() * 1000))]
+    ti = context.get("ti")
+    tried = int(getattr(ti, "try_number", 0) or 0)
+    return ["--run-started-ms", str(int(started.timestamp() * 1000)), "--try-number", str(tried)]
 
 
 class MirrorflowCopyOperator(SparkSubmitOperator):

@@ -1,0 +1,83 @@
+"""A continuous exactly-once run in rounds on Spark (`mirrorflow.copy.round.seconds`): the Spark side of
+`replication.copy_rounds`. Every round plans on the driver (discovery, the plan, the quiet partitions), each
+changed group of ranges runs as a Spark job of its own (one task), named so that it can be cancelled alone.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+
+from pyspark.sql import SparkSession
+
+from mirrorflow.config.model import Flow
+from mirrorflow.replication.copy_plan import copyable, idle_counts, plan_copy, summarise
+from mirrorflow.replication.copy_rounds import CopyRounds
+from mirrorflow.replication.copy_task import CopyResult, CopyTask
+from mirrorflow.replication.discovery import discover
+from mirrorflow.replication.flow_clients import FlowClients
+from mirrorflow.replication.flow_cycle import flow_paused, state_root_override
+from mirrorflow.spark.copy_tasks import Runtime, run_copy_groups, spread_over_cores
+
+
+def copy_in_rounds(
+    flow: Flow, spark: SparkSession, *, run_seconds: float, run_started_ms: int | None, try_number: int = 0
+) -> dict[str, object]:
+    """A continuous exactly-once run that plans again every `mirrorflow.copy.round.seconds` inside this Spark
+    application and starts Spark tasks only for the groups of ranges that changed (`copy_rounds`). A partition
+    is quiet after a whole run's length without traffic, as without rounds, so that a partition pausing for a
+    round does not move between tasks."""
+    runtimes: list[Runtime] = []
+    sc = spark.sparkContext
+
+    def plan_round(left_s: float, started_ms: int) -> tuple[list[list[CopyTask]], int]:
+        with FlowClients(flow) as clients:
+            found = discover(flow, clients)
+        tasks = plan_copy(flow, copyable(found), interval=False, run_seconds=left_s, run_started_ms=started_ms)
+        return spread_over_cores(flow, tasks, spark, interval=False, share=2, quiet_after_s=run_seconds)
+
+    def run(group: list[CopyTask], name: str) -> list[CopyResult]:
+        return run_copy_groups(spark, [group], runtimes=runtimes, job_group=name)
+
+    def cancel(names: list[str]) -> None:
+        for name in names:
+            sc.cancelJobGroup(name)
+
+    def paused() -> str | None:
+        with FlowClients(flow) as clients:
+            return flow_paused(flow, clients, state_root_override())
+
+    rounds = CopyRounds(
+        run_seconds=run_seconds,
+        round_seconds=float(flow.copy_round_seconds),
+        handover_seconds=float(flow.copy_handover_seconds),
+        run_started_ms=run_started_ms or int(time.time() * 1000),
+        plan=plan_round,
+        run=run,
+        cancel=cancel,
+        paused=paused,
+        try_number=try_number,
+    )
+    out = rounds.copy()
+    summary = summarise(out.results)
+    summary.update(spark_tasks=len(out.groups), quiet_partitions=out.quiet, rounds=out.rounds)
+    summary.update(round_handovers=out.handovers, cancelled_spark_tasks=out.cancelled)
+    summary.update(idle_counts([[(t.topic, t.partition) for t in g] for g in out.groups], out.results))
+    summary["executors"] = [dict(seen) for seen in sorted({tuple(sorted(r.items())) for r in runtimes})]
+    summary.update(flow=flow.name, mode="continuous")
+    if out.paused:
+        summary["paused"] = out.paused
+    return summary
+
+
+def round_master(master: str) -> str:
+    """A local master with twice the task threads: two rounds' Spark tasks run at once while they hand over;
+    each round plans for half of them (`spread_over_cores(share=2)`). `local` is one thread, `local[*]` one per
+    core; a retry count (`local[N,F]`) is kept. Other masters as given."""
+    m = re.fullmatch(r"local(?:\[(\*|\d+)(?:,(\d+))?\])?", master.strip())
+    if m is None:
+        return master
+    threads = 1 if m.group(1) is None else (os.cpu_count() or 1) if m.group(1) == "*" else int(m.group(1))
+    retries = f",{m.group(2)}" if m.group(2) else ""
+    return f"local[{2 * threads}{retries}]"
