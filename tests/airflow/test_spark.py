@@ -223,5 +223,6 @@ def test_the_copy_job_is_told_when_the_dag_run_started(
     operator(config, tmp_path).execute({"dag_run": run, "ti": SimpleNamespace(try_number=1)})
     argv = fake_spark()["argv"]
     assert argv[argv.index("--run-started-ms") + 1] == str(int(started.timestamp() * 1000))
+    assert argv[argv.index("--try-number") + 1] == "1", "rounds and retries order their claims by it"
     operator(config, tmp_path).execute({})
     assert "--run-started-ms" not in fake_spark()["argv"], "without a DAG run the job takes its own start"

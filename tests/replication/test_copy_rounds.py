@@ -9,11 +9,12 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 
 from mirrorflow.core.errors import MirrorflowError
-from mirrorflow.replication.copy_rounds import CopyRounds, Group, rounds_apply, same_ranges
+from mirrorflow.replication.copy_rounds import CopyRounds, Group, rounds_apply, same_ranges, try_started_ms
 from mirrorflow.replication.copy_task import CopyResult, CopyTask
 
 BASE_MS = 1_000_000
@@ -62,6 +63,9 @@ class StandIn:
         self.fail_job: int | None = None
         self.ends_at_once: set[int] = set()  # jobs (1-based) whose ranges end at once, handed over
         self.submit_delay_s = 0.0
+        self.waiting: set[str] = set()  # jobs Spark has but whose task waits for a slot
+        self.wait_for_slot: set[int] = set()  # jobs (1-based) to put in `waiting` for 1 s
+        self.fail_superseded: set[int] = set()  # jobs (1-based) that fail once superseded
         self.wall_ms = BASE_MS + 100
 
     def plan(self, left_s: float, started_ms: int) -> tuple[list[Group], int]:
@@ -79,11 +83,21 @@ class StandIn:
         stop = threading.Event()
         with self.lock:
             self.active[name], self.names[name] = stop, group
+            if number in self.wait_for_slot:
+                self.waiting.add(name)
+                threading.Timer(1.0, lambda: self.waiting.discard(name)).start()
+        if number in self.fail_superseded:
+            time.sleep(0.5)
+            raise MirrorflowError("the Spark copy job failed: waited 30 s for the successor's claim")
         if self.fail_job == number:
             raise MirrorflowError("the Spark copy job failed: a range failed for good")
         if number not in self.ends_at_once and stop.wait(min(t.run_seconds or 0.0 for t in group)):
             raise MirrorflowError("the Spark copy job failed: cancelled")
         return [CopyResult(t.topic, t.partition, t.remote_topic, 0, 0, 0) for t in group]
+
+    def is_active(self, name: str) -> bool:
+        with self.lock:
+            return name in self.active and name not in self.waiting
 
     def cancel(self, names: list[str]) -> None:
         with self.lock:
@@ -92,7 +106,13 @@ class StandIn:
                     self.active[name].set()
                     self.cancelled.append(self.names[name])
 
-    def rounds(self, paused: list[object] | None = None, handover_s: float = 0.0, try_number: int = 0) -> CopyRounds:
+    def rounds(
+        self,
+        paused: list[object] | None = None,
+        handover_s: float = 0.0,
+        try_number: int = 0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> CopyRounds:
         answers = iter(paused or [])
 
         def pause_check() -> str | None:
@@ -110,7 +130,9 @@ class StandIn:
             run=self.run,
             cancel=self.cancel,
             paused=pause_check if paused is not None else None,
+            active=self.is_active,
             try_number=try_number,
+            clock=clock,
             wall_ms=lambda: self.wall_ms,
             margin_s=0.2,
             grace_s=0.3,
@@ -151,12 +173,41 @@ def test_a_task_whose_partitions_are_not_all_replanned_is_left_to_end_with_the_r
     assert sorted(map(parts, stand_in.jobs)) == [[0], [0, 1]]
 
 
-def test_a_group_whose_task_ended_early_starts_again_at_the_next_round() -> None:
-    stand_in = StandIn([[[task(0)]]])
-    stand_in.ends_at_once = {1}  # handed over to a run that looked newer, which then ended
+def test_a_group_whose_task_ended_early_is_not_started_again() -> None:
+    """Its ranges ended because another copy took the partitions: a restart would fence a failover's drain
+    again at every round, and could not take a partition back from a newer run (review of session 20)."""
+    stand_in = StandIn([[[task(0)], [task(1)]]])
+    stand_in.ends_at_once = {1, 2}
     out = stand_in.rounds().copy()
-    assert len(stand_in.jobs) == 2 and out.handovers == 1
-    assert [r.partition for r in out.results] == [0, 0]
+    assert len(stand_in.jobs) == 2 and out.handovers == 0 and out.rounds >= 3
+
+
+def test_a_superseded_task_is_cancelled_only_once_its_successor_got_a_slot() -> None:
+    first = [[task(0), task(1)], [task(2)]]
+    grown = [[task(0), task(1)], [task(2), task(3)]]
+    stand_in = StandIn([first, first, grown], run_s=3.0)
+    stand_in.wait_for_slot = {3}  # the successor waits 1 s for a slot: the grace (0.3 s) counts after that
+    superseded_cancelled_at: list[float] = []
+    cancel = stand_in.cancel
+
+    def timed_cancel(names: list[str]) -> None:
+        if any(stand_in.names.get(n) and parts(stand_in.names[n]) == [2] for n in names):
+            superseded_cancelled_at.append(time.monotonic())
+        cancel(names)
+
+    stand_in.cancel = timed_cancel  # type: ignore[method-assign]
+    began = time.monotonic()
+    stand_in.rounds().copy()
+    assert superseded_cancelled_at and superseded_cancelled_at[0] - began >= 0.4 + 1.0 + 0.3 - 0.1
+
+
+def test_a_superseded_tasks_failure_is_not_the_runs() -> None:
+    first = [[task(0)], [task(1)]]
+    stand_in = StandIn([first, first, [[task(0)], [task(1), task(2)]]], run_s=2.0)
+    stand_in.fail_superseded = {2}  # partition 1's first task fails after its successor (job 3) started
+    stand_in.submit_delay_s = 0.0
+    out = stand_in.rounds().copy()
+    assert out.handovers == 1 and sorted(r.partition for r in out.results) == [0, 1, 2]
 
 
 def test_a_lookup_that_failed_this_round_does_not_hand_a_task_over() -> None:
@@ -171,13 +222,16 @@ def test_a_lookup_that_failed_this_round_does_not_hand_a_task_over() -> None:
 
 
 def test_claim_starts_are_ordered_by_try_then_round_and_capped_before_the_next_run() -> None:
-    stand_in = StandIn([[[task(0)]]], run_s=3.0)
+    stand_in = StandIn([[]], run_s=30.0)  # nothing to copy: only the plans' claim starts are looked at
     stand_in.wall_ms = BASE_MS  # (the wall clock only limits when rounds start: tested below)
-    stand_in.rounds(try_number=2).copy()
-    assert stand_in.starts[:3] == [BASE_MS + 2000, BASE_MS + 2001, BASE_MS + 2002]
+    began = time.monotonic()
+    stand_in.rounds(try_number=2, clock=lambda: (time.monotonic() - began) * 100).copy()  # 100x time
+    assert stand_in.starts[:3] == [BASE_MS + 10_000, BASE_MS + 10_001, BASE_MS + 10_002]
     capped = StandIn([[[task(0)]]], run_s=1.0)
     capped.rounds(handover_s=0.5, try_number=9).copy()  # cap: (1.0 - 0.5 - 0.2) s after the run's start
     assert set(capped.starts) == {BASE_MS + 300}
+    assert try_started_ms(BASE_MS, 2) <= stand_in.starts[0] <= stand_in.starts[-1] < try_started_ms(BASE_MS, 3)
+    assert try_started_ms(BASE_MS, 1) == try_started_ms(BASE_MS, 0) == BASE_MS, "a first try claims at the start"
 
 
 def test_no_round_starts_once_the_wall_clock_is_past_the_last_rounds_time() -> None:

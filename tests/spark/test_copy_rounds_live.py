@@ -181,8 +181,11 @@ def test_a_drain_in_the_middle_of_rounds_loses_and_duplicates_nothing(
         assert producer.flush(30) == 0
 
     produce(100)
+    summary_file = tmp_path / "summary.json"
     job = subprocess.Popen(
-        spark_submit_command(str(config), "--flow", "A->B", "--run-seconds", str(RUN_S)),
+        spark_submit_command(
+            str(config), "--flow", "A->B", "--run-seconds", str(RUN_S), "--summary-file", str(summary_file)
+        ),
         env=spark_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -208,5 +211,7 @@ def test_a_drain_in_the_middle_of_rounds_loses_and_duplicates_nothing(
     finally:
         output, _ = job.communicate(timeout=300)
     assert job.returncode == 0, output[-3000:]
+    summary = json.loads(summary_file.read_text())
+    assert summary["round_handovers"] == 0, (summary, [line for line in output.splitlines() if "copy round" in line])
     report = audit_flow(flow, topics=topic, timeout_s=60)
     assert report["checked"] == 180 and {k: report[k] for k in FAULT_KEYS} == dict.fromkeys(FAULT_KEYS, 0), report

@@ -4,31 +4,38 @@
 Without rounds a continuous run plans its copy once and holds that plan for `mirrorflow.copy.run.seconds`: new
 topics and partitions wait for the next run, and every run boundary starts a new Spark application (spark-submit,
 a JVM, a session, Python workers) beside the running copy, which on a busy host is what a boundary costs most
-(docs/benchmarks.md, session 18). With rounds the application plans again every `round.seconds` and each group of
-ranges (one Spark task) runs as a Spark job of its own, so the driver knows which groups still run. A round starts
-a job for every planned group no running task copies (`same_ranges`): a partition that appeared, a regrouping, a
-topic re-created or whose `max.message.bytes` changed, and a group whose task ended early (its ranges handed over
-to a run that looked newer, or left: restarted, it copies again or leaves again at its first state read). A
-round that changes nothing starts nothing, so a steady flow runs its ranges for the whole application with no
-boundary at all. A new task fences the running ranges of its partitions, as the next DAG run's do (same
-transactional ids; claims ordered by run start, `copy_claims`); the superseded tasks end as handed over, and
-those still running `SUPERSEDED_GRACE_S` later (a fenced range that copies nothing never learns it was fenced)
-are cancelled, so they do not hold the slots the next change needs. A superseded task whose partitions are not
-all in the new tasks (a topic no longer replicated) is left to end with the run.
+(docs/benchmarks.md, sessions 18 and 20). With rounds the application plans again every `round.seconds` and each
+group of ranges (one Spark task) runs as a Spark job of its own, so the driver can start and cancel single tasks.
+A round starts a job for every planned group that no job of this run has copied (`same_ranges`): a partition
+that appeared, a regrouping, a topic re-created or whose `max.message.bytes` changed. A round that changes
+nothing starts nothing, so a steady flow runs its ranges for the whole application with no boundary at all. A
+group whose task ended early is not started again: its ranges ended because another copy took their partitions
+(the next DAG run, or a failover's drain, which a restart would fence again and again), and what a newer copy
+owns a restart could not take back anyway.
+
+A new task fences the running ranges of its partitions, as the next DAG run's do (same transactional ids; claims
+ordered by run start, `copy_claims`); the superseded task's ranges end as handed over when they next write. One
+still running `SUPERSEDED_GRACE_S` after every task that replaced it became active in Spark (its ranges fenced
+within seconds of that) copies nothing and never learns it was fenced: it is cancelled, so it does not hold the
+slot the next change needs. A superseded task whose partitions are not all in the new tasks (a topic no longer
+replicated) is left to end with the run, and the failure of a superseded task is logged, not the run's.
 
 The claims' order needs no clock but the scheduler's: round k of Airflow try t starts its claims at the DAG
-run's start + t * `TRY_SPAN_MS` + k milliseconds, capped at `run.seconds - handover.seconds - ROUND_MARGIN_S`
-after it. The next DAG run (started `run.seconds - handover.seconds` after this one, `airflow.schedule.
-overlapping_runs`) is newer than every round of this run; a retry of this run is newer than the rounds of the
-try it replaces, even if that try's driver died after many rounds; two rounds of one try are ordered. No round
-starts after that time either, by the driver's clock and by the wall clock against the DAG run's start.
+run's start + (t - 1) * `TRY_SPAN_MS` + k milliseconds (k < `TRY_SPAN_MS`), capped at `run.seconds - handover.seconds -
+ROUND_MARGIN_S` after it (a run without rounds claims at start + (t - 1) * `TRY_SPAN_MS`, `try_started_ms`). The next
+DAG run (started `run.seconds - handover.seconds` after this one, `airflow.schedule.overlapping_runs`) is newer
+than every round of this run while the run's start was on time; a retry of this run is newer than the rounds of
+the try it replaces, even if that try's driver died after many rounds. No round starts after that time either,
+by the driver's clock and by the wall clock against the DAG run's start. Jobs still running
+`END_GRACE_S` after the run's end (a task that waited for a slot) are cancelled, so the run ends.
 
 Two rounds' tasks run at once for a moment, so the application holds twice the slots one plan needs
-(`spark.copy_rounds_job`: `local[2N]` for `local[N]`; the Airflow task doubles `spark.cores.max`). Before each
-round after the first the flow's pause marker is read: a paused flow (a failover drained, fenced and then
-paused it) gets no new round and its tasks are cancelled; a check that cannot be made skips the round (nothing
-is planned or started until a check answers). This module only decides; planning, running and cancelling
-Spark jobs are the caller's, so the decisions are tested without Spark (tests/replication/test_copy_rounds.py).
+(`spark.copy_rounds_job`: `local[2N]` for `local[N]`; the Airflow task doubles a derived `spark.cores.max`).
+Before each round after the first the flow's pause marker is read: a paused flow (a failover drained, fenced and
+then paused it) gets no new round and its tasks are cancelled; a check that cannot be made skips the round
+(nothing is planned or started until a check answers). This module only decides; planning, running and
+cancelling Spark jobs are the caller's, so the decisions are tested without Spark
+(tests/replication/test_copy_rounds.py).
 """
 
 from __future__ import annotations
@@ -47,10 +54,20 @@ log = logging.getLogger(__name__)
 ROUND_MARGIN_S = 15.0
 """How long before the next DAG run's start the last round may start."""
 SUPERSEDED_GRACE_S = 20.0
-"""How long a superseded Spark task may run on after the round that replaced it started: its fenced ranges end
+"""How long a superseded Spark task may run on once the tasks that replaced it are active: its fenced ranges end
 as handed over when they next write; one that copies nothing is cancelled then."""
-TRY_SPAN_MS = 1000
-"""Claim-start milliseconds per Airflow try: round k of try t claims at the run's start + t * span + k."""
+END_GRACE_S = 120.0
+"""How long after the run's end jobs may still run (their ranges end by themselves) before they are cancelled."""
+TRY_SPAN_MS = 10_000
+"""Claim-start milliseconds per Airflow try: round k of try t claims at the run's start + (t - 1) * span + k."""
+
+
+def try_started_ms(run_started_ms: int, try_number: int) -> int:
+    """The claim start of an Airflow try of a run (Airflow counts from 1; 0: not run by Airflow): later tries are
+    newer than the rounds of earlier ones. The first try claims at the run's start itself: a claim dated after a
+    reader's now is ordered by epoch alone (`copy_claims`), and a retry starts well after its offset."""
+    return run_started_ms + max(try_number - 1, 0) * TRY_SPAN_MS
+
 
 Group = list[CopyTask]
 Plan = Callable[[float, int], tuple[list[Group], int]]
@@ -59,6 +76,8 @@ Run = Callable[[Group, str], list[CopyResult]]
 """Runs one group as the Spark job group named by the second argument until its ranges end; raises on failure."""
 Cancel = Callable[[list[str]], None]
 """Cancels the Spark job groups named."""
+Active = Callable[[str], bool]
+"""Whether the Spark job group named has a task running or done (it got a slot)."""
 Paused = Callable[[], str | None]
 """Why the flow is paused now, or None; raises when that cannot be told."""
 
@@ -96,6 +115,22 @@ def _unchanged(new: CopyTask, old: CopyTask) -> bool:
     return new.state_partitions <= 1 or new.state_partitions == old.state_partitions
 
 
+def _why_changed(group: Group, owners: list[_Job]) -> str:
+    """What differs between a changed group and the tasks of this run that copy its partitions: for the log."""
+    mine = partitions_of(group)
+    before = [j.group for j in owners if partitions_of(j.group) & mine]
+    if not before:
+        return "new partitions"
+    ran = {(t.topic, t.partition): t for g in before for t in g}
+    for t in group:
+        old = ran.get((t.topic, t.partition))
+        if old is not None and not _unchanged(t, old):
+            fields = ("remote_topic", "source_topic_id", "remote_topic_id", "max_message_bytes", "state_partitions")
+            diff = [f"{f} {getattr(old, f)!r}->{getattr(t, f)!r}" for f in fields if getattr(old, f) != getattr(t, f)]
+            return f"{t.topic}-{t.partition}: " + ", ".join(diff)
+    return "regrouped"
+
+
 @dataclass
 class _Job:
     group: Group
@@ -104,7 +139,9 @@ class _Job:
     error: BaseException | None = None
     done: bool = False
     cancelled: bool = False
+    superseded_by: list[_Job] | None = None
     superseded_at: float | None = None
+    """When every job in `superseded_by` was first seen active."""
 
 
 @dataclass
@@ -139,6 +176,7 @@ class CopyRounds:
         run: Run,
         cancel: Cancel,
         paused: Paused | None = None,
+        active: Active | None = None,
         try_number: int = 0,
         clock: Callable[[], float] = time.monotonic,
         wall_ms: Callable[[], int] = lambda: int(time.time() * 1000),
@@ -151,6 +189,7 @@ class CopyRounds:
         self._last_round_s = max(0.0, run_seconds - overlap - margin)
         self._base_ms, self._try = run_started_ms, max(try_number, 0)
         self._plan, self._run, self._cancel, self._paused = plan, run, cancel, paused
+        self._active = active or (lambda name: True)
         self._clock, self._wall_ms = clock, wall_ms
         self._grace_s = SUPERSEDED_GRACE_S if grace_s is None else grace_s
         self._wake = threading.Event()
@@ -160,7 +199,7 @@ class CopyRounds:
 
     def round_started_ms(self, index: int) -> int:
         """Round `index`'s claim start (0-based): ordered by try, then round, never as late as the next run."""
-        offset = self._try * TRY_SPAN_MS + min(index, TRY_SPAN_MS - 1)
+        offset = try_started_ms(0, self._try) + min(index, TRY_SPAN_MS - 1)
         return self._base_ms + min(offset, int(self._last_round_s * 1000))
 
     def copy(self) -> RoundsOutcome:
@@ -174,6 +213,10 @@ class CopyRounds:
                 self._raise_failed()
                 more = out.rounds == 0 or self._in_time(elapsed)
                 if not more and all(job.done for job in self._jobs):
+                    break
+                if elapsed > self._run_s + END_GRACE_S:
+                    log.warning("Spark copy jobs still running %.0f s after the run's end are cancelled", END_GRACE_S)
+                    self._stop_all()
                     break
                 if more and elapsed >= next_round:
                     out.rounds += 1
@@ -224,11 +267,11 @@ class CopyRounds:
                 raise
             log.warning("copy round %d not planned (the running Spark tasks copy on): %s", out.rounds, err)
             return
-        alive = [job for job in self._jobs if not job.done and not job.cancelled]
+        owners = [job for job in self._jobs if job.superseded_by is None and not job.cancelled]
         kept: set[int] = set()
         changed = []
-        for group in filter(None, groups):
-            match = next((j for j in alive if id(j) not in kept and same_ranges(group, j.group)), None)
+        for group in filter(None, groups):  # a group a job of this run copies or copied stays with it
+            match = next((j for j in owners if id(j) not in kept and same_ranges(group, j.group)), None)
             if match is None:
                 changed.append(group)
             else:
@@ -237,25 +280,37 @@ class CopyRounds:
             return
         if self._jobs:
             out.handovers += 1
-            log.info("copy round %d: %d of %d Spark tasks start", out.rounds, len(changed), len(kept) + len(changed))
+            why = "; ".join(sorted({_why_changed(g, owners) for g in changed}))
+            log.warning(
+                "copy round %d: %d of %d Spark tasks start (%s)",
+                out.rounds,
+                len(changed),
+                len(kept) + len(changed),
+                why,
+            )
+        started = [self._start(group) for group in changed]
+        out.groups.extend(changed)
         covered = frozenset().union(*(partitions_of(g) for g in changed))
-        now = self._clock()
-        for job in alive:
-            if id(job) not in kept and job.superseded_at is None and partitions_of(job.group) <= covered:
-                job.superseded_at = now
-        for group in changed:
-            self._start(group)
-            out.groups.append(group)
+        for job in owners:
+            if not job.done and id(job) not in kept and partitions_of(job.group) <= covered:
+                job.superseded_by = [s for s in started if partitions_of(s.group) & partitions_of(job.group)]
 
     def _cancel_superseded(self, out: RoundsOutcome) -> None:
-        """Cancels superseded tasks still running `grace_s` after their successors started."""
+        """Cancels superseded tasks still running `grace_s` after every task replacing them became active (a
+        task waiting for a slot has fenced nothing yet); a cancel that came before Spark had the job is sent
+        again while the job runs."""
         now = self._clock()
-        late = [
-            job
-            for job in self._jobs
-            if not job.done and not job.cancelled and job.superseded_at is not None
-            if now - job.superseded_at >= self._grace_s
-        ]
+        late = []
+        for job in self._jobs:
+            if job.done or job.superseded_by is None:
+                continue
+            if job.cancelled:
+                self._cancel([job.name])
+                continue
+            if job.superseded_at is None and all(self._active(s.name) for s in job.superseded_by):
+                job.superseded_at = now
+            if job.superseded_at is not None and now - job.superseded_at >= self._grace_s:
+                late.append(job)
         for job in late:
             job.cancelled = True
         if late:
@@ -263,12 +318,13 @@ class CopyRounds:
             log.info("%d superseded Spark tasks still running are cancelled", len(late))
             self._cancel([job.name for job in late])
 
-    def _start(self, group: Group) -> None:
+    def _start(self, group: Group) -> _Job:
         job = _Job(group, f"mirrorflow-copy-{uuid.uuid4().hex[:12]}")
         self._jobs.append(job)
         thread = threading.Thread(target=self._job, args=(job,), name=job.name, daemon=True)
         self._threads.append(thread)
         thread.start()
+        return job
 
     def _job(self, job: _Job) -> None:
         """One group's Spark job, in its own thread; a failure is raised again by the planning thread unless the
@@ -277,7 +333,9 @@ class CopyRounds:
             if not self._stopping:
                 job.results = self._run(job.group, job.name)
         except BaseException as err:
-            if not (job.cancelled or self._stopping):
+            if job.superseded_by is not None and not (job.cancelled or self._stopping):
+                log.warning("a superseded Spark copy task failed (its partitions have new tasks): %s", err)
+            elif not (job.cancelled or self._stopping):
                 job.error = err
         finally:
             job.done = True

@@ -44,6 +44,16 @@ def copy_in_rounds(
         for name in names:
             sc.cancelJobGroup(name)
 
+    def active(name: str) -> bool:
+        tracker = sc.statusTracker()
+        for job_id in tracker.getJobIdsForGroup(name):
+            job = tracker.getJobInfo(job_id)
+            for stage_id in job.stageIds if job is not None else ():
+                stage = tracker.getStageInfo(stage_id)
+                if stage is not None and stage.numActiveTasks + stage.numCompletedTasks + stage.numFailedTasks:
+                    return True
+        return False
+
     def paused() -> str | None:
         with FlowClients(flow) as clients:
             return flow_paused(flow, clients, state_root_override())
@@ -57,6 +67,7 @@ def copy_in_rounds(
         run=run,
         cancel=cancel,
         paused=paused,
+        active=active,
         try_number=try_number,
     )
     out = rounds.copy()
