@@ -9,9 +9,10 @@ group of ranges (one Spark task) runs as a Spark job of its own, so the driver c
 A round starts a job for every planned group that no job of this run has copied (`same_ranges`): a partition
 that appeared, a regrouping, a topic re-created or whose `max.message.bytes` changed. A round that changes
 nothing starts nothing, so a steady flow runs its ranges for the whole application with no boundary at all. A
-group whose task ended early is not started again: its ranges ended because another copy took their partitions
-(the next DAG run, or a failover's drain, which a restart would fence again and again), and what a newer copy
-owns a restart could not take back anyway.
+group whose task ended early (another copy took its partitions: a failover's drain, an interval copy, the next
+DAG run) is started again only once it has been ended for a whole round: a drain is left a round to finish (a
+restart fences it, and it has a few attempts), a copy that stopped leaves its partitions to this run again, and
+a newer run keeps what it owns (the restarted ranges find its claim and leave at their first state read).
 
 A new task fences the running ranges of its partitions, as the next DAG run's do (same transactional ids; claims
 ordered by run start, `copy_claims`); the superseded task's ranges end as handed over when they next write. One
@@ -115,9 +116,11 @@ def _unchanged(new: CopyTask, old: CopyTask) -> bool:
     return new.state_partitions <= 1 or new.state_partitions == old.state_partitions
 
 
-def _why_changed(group: Group, owners: list[_Job]) -> str:
+def _why_changed(group: Group, owners: list[_Job], ended: list[_Job]) -> str:
     """What differs between a changed group and the tasks of this run that copy its partitions: for the log."""
     mine = partitions_of(group)
+    if any(same_ranges(group, j.group) for j in ended):
+        return "its task ended a round ago (another copy took its partitions, then stopped or left)"
     before = [j.group for j in owners if partitions_of(j.group) & mine]
     if not before:
         return "new partitions"
@@ -142,6 +145,7 @@ class _Job:
     superseded_by: list[_Job] | None = None
     superseded_at: float | None = None
     """When every job in `superseded_by` was first seen active."""
+    ended_at: float | None = None
 
 
 @dataclass
@@ -153,7 +157,9 @@ class RoundsOutcome:
     rounds: int = 0
     """Rounds due (planned, or skipped because the pause check could not be made)."""
     handovers: int = 0
-    """Rounds after the first that started Spark tasks."""
+    """Rounds after the first that started Spark tasks for changed groups."""
+    restarts: int = 0
+    """Groups started again a round after their task ended."""
     cancelled: int = 0
     """Superseded Spark tasks cancelled (their ranges' results are not in `results`)."""
     quiet: int = 0
@@ -268,19 +274,27 @@ class CopyRounds:
             log.warning("copy round %d not planned (the running Spark tasks copy on): %s", out.rounds, err)
             return
         owners = [job for job in self._jobs if job.superseded_by is None and not job.cancelled]
+        ended = [job for job in owners if job.ended_at is not None and self._clock() - job.ended_at >= self._round_s]
+        gone = {id(job) for job in ended}
+        owners = [job for job in owners if id(job) not in gone]
         kept: set[int] = set()
         changed = []
-        for group in filter(None, groups):  # a group a job of this run copies or copied stays with it
+        for group in filter(None, groups):  # a group a job of this run copies, or copied until lately, stays
             match = next((j for j in owners if id(j) not in kept and same_ranges(group, j.group)), None)
             if match is None:
                 changed.append(group)
             else:
                 kept.add(id(match))
+        for job in ended:  # started again below when planned again; forgotten either way
+            job.superseded_by = []
         if not changed:
             return
-        if self._jobs:
+        restarts = sum(1 for g in changed if any(same_ranges(g, j.group) for j in ended))
+        out.restarts += restarts
+        if self._jobs and len(changed) > restarts:
             out.handovers += 1
-            why = "; ".join(sorted({_why_changed(g, owners) for g in changed}))
+        if self._jobs:
+            why = "; ".join(sorted({_why_changed(g, owners, ended) for g in changed}))
             log.warning(
                 "copy round %d: %d of %d Spark tasks start (%s)",
                 out.rounds,
@@ -338,6 +352,7 @@ class CopyRounds:
             elif not (job.cancelled or self._stopping):
                 job.error = err
         finally:
+            job.ended_at = self._clock()
             job.done = True
             self._wake.set()
 

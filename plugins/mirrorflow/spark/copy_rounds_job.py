@@ -73,7 +73,7 @@ def copy_in_rounds(
     out = rounds.copy()
     summary = summarise(out.results)
     summary.update(spark_tasks=len(out.groups), quiet_partitions=out.quiet, rounds=out.rounds)
-    summary.update(round_handovers=out.handovers, cancelled_spark_tasks=out.cancelled)
+    summary.update(round_handovers=out.handovers, round_restarts=out.restarts, cancelled_spark_tasks=out.cancelled)
     summary.update(idle_counts([[(t.topic, t.partition) for t in g] for g in out.groups], out.results))
     summary["executors"] = [dict(seen) for seen in sorted({tuple(sorted(r.items())) for r in runtimes})]
     summary.update(flow=flow.name, mode="continuous")
