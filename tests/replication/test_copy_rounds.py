@@ -208,15 +208,20 @@ def test_a_lookup_that_failed_this_round_does_not_hand_a_task_over() -> None:
 
 def test_claim_starts_are_ordered_by_try_then_round_and_capped_before_the_next_run() -> None:
     stand_in = StandIn([[]], run_s=30.0)  # nothing to copy: only the plans' claim starts are looked at
-    stand_in.wall_ms = BASE_MS  # (the wall clock only limits when rounds start: tested below)
+    stand_in.wall_ms = BASE_MS + 11_000  # the retry runs 11 s after the DAG run started
     began = time.monotonic()
     stand_in.rounds(try_number=2, clock=lambda: (time.monotonic() - began) * 100).copy()  # 100x time
     assert stand_in.starts[:3] == [BASE_MS + 10_000, BASE_MS + 10_001, BASE_MS + 10_002]
     capped = StandIn([[[task(0)]]], run_s=1.0)
+    capped.wall_ms = BASE_MS + 100_000
     capped.rounds(handover_s=0.5, try_number=9).copy()  # cap: (1.0 - 0.5 - 0.2) s after the run's start
     assert set(capped.starts) == {BASE_MS + 300}
     assert try_started_ms(BASE_MS, 2) <= stand_in.starts[0] <= stand_in.starts[-1] < try_started_ms(BASE_MS, 3)
     assert try_started_ms(BASE_MS, 1) == try_started_ms(BASE_MS, 0) == BASE_MS, "a first try claims at the start"
+    cleared = StandIn([[]], run_s=30.0)
+    cleared.wall_ms = BASE_MS + 2_000  # a cleared run: its start reset to now, its try number still counting
+    cleared.rounds(try_number=5, clock=lambda: (time.monotonic() - began) * 100).copy()
+    assert set(cleared.starts) == {BASE_MS + 2_000}, "never dated after now (epoch order for every reader)"
 
 
 def test_no_round_starts_once_the_wall_clock_is_past_the_last_rounds_time() -> None:

@@ -30,11 +30,13 @@ from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
+from mirrorflow.airflow.embedded import REPO
 from mirrorflow.airflow.spark_sizing import submit_conf, timeout_message
 from mirrorflow.airflow.tasks import fail_fast, find_flow, load_flow, skip_if_paused
 from mirrorflow.config.overrides import CLUSTER_SETTINGS_ENV
 from mirrorflow.config.providers import secrets_in_clear
 from mirrorflow.core.errors import MirrorflowError, UsageError
+from mirrorflow.replication.flow_cycle import STATE_DIR_ENV, state_root_override
 from mirrorflow.replication.job_summary import COUNTS, collect_summary, totals
 from mirrorflow.spark.packaging import ARCHIVE_ALIAS, is_standalone, package_py_files, packed_env
 from mirrorflow.spark.quiet import quiet_driver_conf
@@ -145,8 +147,9 @@ def local_env(bin_dir: Path | None = None) -> dict[str, str]:
 def run_started_args(context: Any) -> list[str]:
     """`--run-started-ms` of the DAG run's start (the scheduler's clock, one for every try of the task): overlapping
     continuous runs are ordered by it (`copy_claims`), so an Airflow retry of an older run's copy stays older than
-    the run that started after it. None without a DAG run (the job then takes its own start). With the try number:
-    rounds order a retry's claims after those of the try it replaces (`replication/copy_rounds.py`)."""
+    the run that started after it. None without a DAG run (the job then takes its own start). The try number is
+    for rounds only (`replication/copy_rounds.py`): they order a retry's claims after those of the try it
+    replaces; a run without rounds claims at the DAG run's start in every try."""
     dag_run = context.get("dag_run") if hasattr(context, "get") else None
     started = getattr(dag_run, "start_date", None)
     if started is None:
@@ -303,6 +306,9 @@ class MirrorflowCopyOperator(SparkSubmitOperator):
                 )
         from mirrorflow.airflow.connections import cluster_settings
 
+        root = state_root_override(REPO)  # pause markers outside Kafka: the driver's rounds read the same place
+        if root is not None:
+            env[STATE_DIR_ENV] = str(root.resolve())
         settings = cluster_settings(find_flow(self.config_path, self.flow_name, self.clusters))
         if settings:
             if not driver_is_here(master):

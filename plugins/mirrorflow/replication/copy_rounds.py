@@ -12,7 +12,9 @@ nothing starts nothing, so a steady flow runs its ranges for the whole applicati
 group whose task ended early (another copy took its partitions: a failover's drain, an interval copy, the next
 DAG run) is started again only once it has been ended for a whole round: a drain is left a round to finish (a
 restart fences it, and it has a few attempts), a copy that stopped leaves its partitions to this run again, and
-a newer run keeps what it owns (the restarted ranges find its claim and leave at their first state read).
+a newer run keeps what it owns (the restarted ranges find its claim and leave at their first state read). A
+drain still running when a round restarts its partitions' group is fenced once per round; it retakes, within
+its own limits (`copy_claims.MAX_RETAKES` per attempt, five attempts).
 
 A new task fences the running ranges of its partitions, as the next DAG run's do (same transactional ids; claims
 ordered by run start, `copy_claims`); the superseded task's ranges end as handed over when they next write. One
@@ -21,9 +23,10 @@ within seconds of that) copies nothing and never learns it was fenced: it is can
 slot the next change needs. A superseded task whose partitions are not all in the new tasks (a topic no longer
 replicated) is left to end with the run, and the failure of a superseded task is logged, not the run's.
 
-The claims' order needs no clock but the scheduler's: round k of Airflow try t starts its claims at the DAG
-run's start + (t - 1) * `TRY_SPAN_MS` + k milliseconds (k < `TRY_SPAN_MS`), capped at `run.seconds - handover.seconds -
-ROUND_MARGIN_S` after it (a run without rounds claims at start + (t - 1) * `TRY_SPAN_MS`, `try_started_ms`). The next
+The claims' order rests on the scheduler's clock: round k of Airflow try t starts its claims at the DAG run's
+start + (t - 1) * `TRY_SPAN_MS` + k milliseconds (k < `TRY_SPAN_MS`), capped at `run.seconds - handover.seconds -
+ROUND_MARGIN_S` after it and at the driver's now (never before the run's start). A run without rounds claims at
+the run's start, every try alike, as before rounds. The next
 DAG run (started `run.seconds - handover.seconds` after this one, `airflow.schedule.overlapping_runs`) is newer
 than every round of this run while the run's start was on time; a retry of this run is newer than the rounds of
 the try it replaces, even if that try's driver died after many rounds. No round starts after that time either,
@@ -64,9 +67,9 @@ TRY_SPAN_MS = 10_000
 
 
 def try_started_ms(run_started_ms: int, try_number: int) -> int:
-    """The claim start of an Airflow try of a run (Airflow counts from 1; 0: not run by Airflow): later tries are
-    newer than the rounds of earlier ones. The first try claims at the run's start itself: a claim dated after a
-    reader's now is ordered by epoch alone (`copy_claims`), and a retry starts well after its offset."""
+    """Where the claims of an Airflow try of a run with rounds begin (Airflow counts from 1; 0: not run by
+    Airflow): later tries are newer than the rounds of earlier ones (`CopyRounds.round_started_ms` also keeps
+    them from dating after now)."""
     return run_started_ms + max(try_number - 1, 0) * TRY_SPAN_MS
 
 
@@ -204,9 +207,12 @@ class CopyRounds:
         self._threads: list[threading.Thread] = []
 
     def round_started_ms(self, index: int) -> int:
-        """Round `index`'s claim start (0-based): ordered by try, then round, never as late as the next run."""
+        """Round `index`'s claim start (0-based): ordered by try, then round; never as late as the next run, nor
+        after now (a claim dated after a reader's now is ordered by epoch alone, `copy_claims`: a cleared run's
+        start is reset to its clearing while its try number keeps counting), nor before the run's start."""
         offset = try_started_ms(0, self._try) + min(index, TRY_SPAN_MS - 1)
-        return self._base_ms + min(offset, int(self._last_round_s * 1000))
+        latest = min(self._base_ms + int(self._last_round_s * 1000), self._wall_ms())
+        return max(self._base_ms, min(self._base_ms + offset, latest))
 
     def copy(self) -> RoundsOutcome:
         """Runs the rounds; raises the first failure of a job (the others cancelled) or of the first plan."""
@@ -321,7 +327,8 @@ class CopyRounds:
             if job.cancelled:
                 self._cancel([job.name])
                 continue
-            if job.superseded_at is None and all(self._active(s.name) for s in job.superseded_by):
+            successors = job.superseded_by
+            if job.superseded_at is None and all(s.done or s.cancelled or self._active(s.name) for s in successors):
                 job.superseded_at = now
             if job.superseded_at is not None and now - job.superseded_at >= self._grace_s:
                 late.append(job)

@@ -32,7 +32,7 @@ from mirrorflow.replication.copy_plan import (
     summarise,
     totals_line,
 )
-from mirrorflow.replication.copy_rounds import rounds_apply, try_started_ms
+from mirrorflow.replication.copy_rounds import rounds_apply
 from mirrorflow.replication.discovery import FlowPlan, discover
 from mirrorflow.replication.flow_clients import FlowClients
 from mirrorflow.replication.job_summary import publish_summary
@@ -114,8 +114,6 @@ def copy_flow(
     if plan is None:
         with FlowClients(flow) as clients:
             plan = discover(flow, clients)
-    if run_started_ms is not None:  # a retry is newer than the try it replaces, with or without its rounds
-        run_started_ms = try_started_ms(run_started_ms, try_number)
     tasks = plan_copy(flow, copyable(plan), interval=interval, run_seconds=run_seconds, run_started_ms=run_started_ms)
     runtimes: list[Runtime] = []
     groups, quiet = spread_over_cores(flow, tasks, spark, interval=interval)
