@@ -15,8 +15,9 @@ import pytest
 from tests.replication.test_copy_plan import BASE
 
 from mirrorflow.core.errors import MirrorflowError
-from mirrorflow.replication.copy_rounds import CopyRounds, Group, rounds_apply, same_ranges, try_started_ms
+from mirrorflow.replication.copy_rounds import CopyRounds, Group, rounds_apply, try_started_ms
 from mirrorflow.replication.copy_task import CopyResult, CopyTask
+from mirrorflow.replication.round_groups import same_ranges
 
 BASE_MS = 1_000_000
 
@@ -278,3 +279,45 @@ def test_a_run_with_nothing_to_copy_ends_after_its_last_round() -> None:
     began = time.monotonic()
     out = rounds.copy()
     assert out.results == [] and stand_in.jobs == [] and time.monotonic() - began < 3
+
+
+def leased_rounds(stand_in: StandIn, lease: Callable[[], int | None], beats: list[object]) -> CopyRounds:
+    """`StandIn.rounds()` of a leased application (`copy_app`): its end is `lease()`'s, it beats every round."""
+    return CopyRounds(
+        run_seconds=stand_in.run_s,
+        round_seconds=stand_in.round_s,
+        handover_seconds=0.5,
+        run_started_ms=BASE_MS,
+        plan=stand_in.plan,
+        run=stand_in.run,
+        cancel=stand_in.cancel,
+        active=stand_in.is_active,
+        margin_s=0.2,
+        grace_s=0.3,
+        wall_ms=lambda: stand_in.wall_ms,
+        lease=lease,
+        beat=lambda out: beats.append(out.rounds),
+    )
+
+
+def test_a_leased_application_runs_on_while_its_lease_grows_and_renews_its_ranges_ahead() -> None:
+    """The lease, read before every round, ends 2.5 s after the start where the run began with 1 s: the rounds go
+    on to the new end, the group whose ranges end at 1 s is started again ahead of that (a renewal, not a
+    handover), the old task is cancelled once superseded, and every round beats."""
+    stand_in = StandIn([[[task(0)]]], run_s=1.0)
+    beats: list[object] = []
+    began = time.monotonic()
+    out = leased_rounds(stand_in, lambda: stand_in.wall_ms + 2500, beats).copy()
+    took = time.monotonic() - began
+    assert took >= 2.3, f"the application ended after {took:.1f} s, before its lease's end"
+    assert (out.renewals, out.handovers) == (1, 0) and [parts(g) for g in stand_in.jobs] == [[0], [0]]
+    assert [parts(g) for g in stand_in.cancelled] == [[0]], "the renewed task, once superseded"
+    assert len(beats) >= out.rounds - 1 >= 8, (beats, out.rounds)
+    assert len(out.groups) == 1, "the forgotten job's group is dropped from the outcome"
+
+
+def test_a_leased_application_whose_lease_another_took_starts_no_new_round() -> None:
+    stand_in = StandIn([[[task(0)]]], run_s=1.0)
+    beats: list[object] = []
+    out = leased_rounds(stand_in, lambda: -1, beats).copy()
+    assert out.rounds <= 2 and out.renewals == 0 and len(stand_in.jobs) == 1, out

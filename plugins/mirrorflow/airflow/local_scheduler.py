@@ -76,6 +76,7 @@ class LocalScheduler:
             yield scheduler
         finally:
             _stop(processes)
+            _stop_leased_applications(home)
             postgres.stop()
 
     def cli(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
@@ -207,3 +208,14 @@ def _stop(processes: list[subprocess.Popen[bytes]]) -> None:
         for proc in processes:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(max(0.1, deadline - time.monotonic()))
+
+
+def _stop_leased_applications(home: Path) -> None:
+    """SIGTERM the process groups of the leased copy applications this Airflow's tasks started
+    (`airflow/copy_app_task.py`: detached, so stopping the scheduler leaves them running until their lease ends)."""
+    marker = f"AIRFLOW_HOME={home}".encode()
+    for proc in Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError, ProcessLookupError):
+            ours = marker in (proc / "environ").read_bytes().split(b"\0")
+            if ours and b"--app-id" in (proc / "cmdline").read_bytes():
+                os.killpg(os.getpgid(int(proc.name)), signal.SIGTERM)

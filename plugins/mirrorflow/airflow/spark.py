@@ -28,14 +28,17 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from airflow.providers.apache.spark.hooks.spark_submit import _mask_sensitive_values
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
+from mirrorflow.airflow.copy_app_task import leased, supervise, with_run_seconds
 from mirrorflow.airflow.embedded import REPO
 from mirrorflow.airflow.spark_sizing import submit_conf, timeout_message
 from mirrorflow.airflow.tasks import fail_fast, find_flow, load_flow, skip_if_paused
 from mirrorflow.config.overrides import CLUSTER_SETTINGS_ENV
 from mirrorflow.config.providers import secrets_in_clear
 from mirrorflow.core.errors import MirrorflowError, UsageError
+from mirrorflow.replication.copy_app import config_id
 from mirrorflow.replication.flow_cycle import STATE_DIR_ENV, state_root_override
 from mirrorflow.replication.job_summary import COUNTS, collect_summary, totals
 from mirrorflow.spark.packaging import ARCHIVE_ALIAS, is_standalone, package_py_files, packed_env
@@ -258,6 +261,13 @@ class MirrorflowCopyOperator(SparkSubmitOperator):
             since_ms = int(time.time() * 1000)
             if driver_is_here(master):
                 self.conf = quiet_driver_conf(self.conf)  # Spark's banner and INFO lines off the task log
+            if leased(flow, self.copy_mode, float(self.run_seconds), driver_is_here(master), in_cluster):
+                try:
+                    run_args = [*base_args, "--master", master, *run_started_args(context)]
+                    return self._supervise(context, master, run_args, base_ship[0])
+                finally:
+                    self.application_args, self.env_vars = base_args, base_env
+                    self.py_files, self.conf, self.files = (*base_ship, base_files)
             if is_standalone(master):
                 self.py_files = ",".join(filter(None, [base_ship[0], str(package_py_files(Path(tmp)))]))
                 # `spark.archives` is `--archives` (the provider keeps its own argument private).
@@ -291,6 +301,38 @@ class MirrorflowCopyOperator(SparkSubmitOperator):
                 result.get("spark_tasks"),
                 result.get("idle_partitions"),
             )
+        return result
+
+    def _supervise(self, context: Any, master: str, args: list[str], py_files: str | None) -> dict[str, Any]:
+        """A leased application (`airflow/copy_app_task.py`): adopt the flow's running one or submit a detached
+        one, and watch it until this DAG run's end; returns this run's totals."""
+        flow = load_flow(self.config_path, self.flow_name, self.clusters)
+        config = config_id(self.config_path, flow, self.clusters)
+        dag_run, ti = context.get("dag_run"), context.get("ti")
+        started = getattr(dag_run, "start_date", None)
+        begin_ms = int(started.timestamp() * 1000) if started is not None else int(time.time() * 1000)
+        by = f"DAG run {getattr(dag_run, 'run_id', '-')} try {getattr(ti, 'try_number', 0)}"
+
+        def command(app: str, seconds: float, where: Path) -> list[str]:
+            self.application_args = [*with_run_seconds(args, seconds), "--app-id", app, "--config-id", config]
+            if is_standalone(master):
+                self.py_files = ",".join(filter(None, [py_files, str(package_py_files(where))]))
+                self.conf = {**(self.conf or {}), "spark.archives": f"{packed_env()}#{ARCHIVE_ALIAS}"}
+            return list(self._get_hook()._build_spark_submit_command(self.application))
+
+        summary = supervise(
+            flow,
+            config=config,
+            run_end_ms=begin_ms + int(self.run_seconds * 1000),
+            by=by,
+            command=command,
+            env=dict(self.env_vars or {}),
+            mask=_mask_sensitive_values,
+            log=self.log,
+        )
+        result = {key: summary[key] for key in (*SUMMARY_KEYS, "spark_tasks", "paused") if key in summary}
+        result.update(flow=self.flow_name, master=master, app=summary["app"], adopted=summary["adopted"])
+        self.log.info("flow %s: copy application %s copied %s", self.flow_name, summary["app"], result)
         return result
 
     def _job_env(self, master: str) -> dict[str, str]:

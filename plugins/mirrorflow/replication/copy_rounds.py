@@ -1,45 +1,29 @@
 """Rounds of a continuous exactly-once copy inside one Spark application (issue 19,
-`mirrorflow.copy.round.seconds`).
+`mirrorflow.copy.round.seconds`; docs/airflow.md "Rounds inside one Spark application" has the whole story).
 
-Without rounds a continuous run plans its copy once and holds that plan for `mirrorflow.copy.run.seconds`: new
-topics and partitions wait for the next run, and every run boundary starts a new Spark application (spark-submit,
-a JVM, a session, Python workers) beside the running copy, which on a busy host is what a boundary costs most
-(docs/benchmarks.md, sessions 18 and 20). With rounds the application plans again every `round.seconds` and each
-group of ranges (one Spark task) runs as a Spark job of its own, so the driver can start and cancel single tasks.
-A round starts a job for every planned group that no job of this run has copied (`same_ranges`): a partition
-that appeared, a regrouping, a topic re-created or whose `max.message.bytes` changed. A round that changes
-nothing starts nothing, so a steady flow runs its ranges for the whole application with no boundary at all. A
-group whose task ended early (another copy took its partitions: a failover's drain, an interval copy, the next
-DAG run) is started again only once it has been ended for a whole round: a drain is left a round to finish (a
-restart fences it, and it has a few attempts), a copy that stopped leaves its partitions to this run again, and
-a newer run keeps what it owns (the restarted ranges find its claim and leave at their first state read). A
-drain still running when a round restarts its partitions' group is fenced once per round; it retakes, within
-its own limits (`copy_claims.MAX_RETAKES` per attempt, five attempts).
+The application plans again every `round.seconds`, and each group of ranges (one Spark task) runs as a Spark job
+of its own. A round starts a job for every planned group that no job of this run copies (`round_groups.
+same_ranges`: new partitions, a regrouping, a re-created topic, a changed `max.message.bytes`); a round that
+changes nothing starts nothing. A group whose task ended early (a failover's drain, an interval copy, the next
+DAG run took its partitions) starts again only once it has been ended for a whole round: a drain is left a round
+to finish, and a newer run keeps what it owns (the restarted ranges find its claim and leave).
 
-A new task fences the running ranges of its partitions, as the next DAG run's do (same transactional ids; claims
-ordered by run start, `copy_claims`); the superseded task's ranges end as handed over when they next write. One
-still running `SUPERSEDED_GRACE_S` after every task that replaced it became active in Spark (its ranges fenced
-within seconds of that) copies nothing and never learns it was fenced: it is cancelled, so it does not hold the
-slot the next change needs. A superseded task whose partitions are not all in the new tasks (a topic no longer
-replicated) is left to end with the run, and the failure of a superseded task is logged, not the run's.
+A new task fences the running ranges of its partitions (same transactional ids; claims ordered by run start,
+`copy_claims`); the superseded task's ranges end as handed over when they next write. One still running
+`SUPERSEDED_GRACE_S` after every task replacing it became active copies nothing and is cancelled; the failure of
+a superseded task is logged, not the run's.
 
-The claims' order rests on the scheduler's clock: round k of Airflow try t starts its claims at the DAG run's
-start + (t - 1) * `TRY_SPAN_MS` + k milliseconds (k < `TRY_SPAN_MS`), capped at `run.seconds - handover.seconds -
-ROUND_MARGIN_S` after it and at the driver's now (never before the run's start). A run without rounds claims at
-the run's start, every try alike, as before rounds. The next
-DAG run (started `run.seconds - handover.seconds` after this one, `airflow.schedule.overlapping_runs`) is newer
-than every round of this run while the run's start was on time; a retry of this run is newer than the rounds of
-the try it replaces, even if that try's driver died after many rounds. No round starts after that time either,
-by the driver's clock and by the wall clock against the DAG run's start. Jobs still running
-`END_GRACE_S` after the run's end (a task that waited for a slot) are cancelled, so the run ends.
+Claims: round k of Airflow try t claims at the DAG run's start + (t - 1) * `TRY_SPAN_MS` + k ms, capped at
+`run.seconds - handover.seconds - ROUND_MARGIN_S` after it and at the driver's now, so the next DAG run is newer
+than every round of this one and a retry newer than the try it replaces. No round starts after that time; jobs
+still running `END_GRACE_S` after the run's end are cancelled. A leased application (`copy_app`) outlives its
+DAG run: its end is its lease's, read before every round; its ranges are planned to that end and renewed a round
+ahead when the lease grows; it forgets finished jobs (`copy_totals`) and beats after every round.
 
 Two rounds' tasks run at once for a moment, so the application holds twice the slots one plan needs
-(`spark.copy_rounds_job`: `local[2N]` for `local[N]`; the Airflow task doubles a derived `spark.cores.max`).
-Before each round after the first the flow's pause marker is read: a paused flow (a failover drained, fenced and
-then paused it) gets no new round and its tasks are cancelled; a check that cannot be made skips the round
-(nothing is planned or started until a check answers). This module only decides; planning, running and
-cancelling Spark jobs are the caller's, so the decisions are tested without Spark
-(tests/replication/test_copy_rounds.py).
+(`spark.copy_rounds_job.round_master`). Before each round after the first the pause marker is read: a paused
+flow's tasks are cancelled; a check that cannot be made skips the round. This module only decides; planning,
+running and cancelling Spark jobs are the caller's (tests/replication/test_copy_rounds.py tests it without Spark).
 """
 
 from __future__ import annotations
@@ -52,6 +36,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from mirrorflow.replication.copy_task import CopyResult, CopyTask
+from mirrorflow.replication.copy_totals import fold_results
+from mirrorflow.replication.round_groups import partitions_of, same_ranges, why_changed
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +49,9 @@ as handed over when they next write; one that copies nothing is cancelled then."
 END_GRACE_S = 120.0
 """How long after the run's end jobs may still run (their ranges end by themselves) before they are cancelled."""
 TRY_SPAN_MS = 10_000
+RENEW_AHEAD_S = 30.0
+"""Leased applications: a round renews a group whose ranges end within a round and this long, so that its
+successor is copying before they stop."""
 """Claim-start milliseconds per Airflow try: round k of try t claims at the run's start + (t - 1) * span + k."""
 
 
@@ -73,7 +62,7 @@ def try_started_ms(run_started_ms: int, try_number: int) -> int:
     return run_started_ms + max(try_number - 1, 0) * TRY_SPAN_MS
 
 
-Group = list[CopyTask]
+Group = list[CopyTask]  # as `round_groups.Group`
 Plan = Callable[[float, int], tuple[list[Group], int]]
 """(seconds left in the run, the round's claim start in epoch ms) -> (the groups of ranges, partitions quiet)."""
 Run = Callable[[Group, str], list[CopyResult]]
@@ -84,57 +73,17 @@ Active = Callable[[str], bool]
 """Whether the Spark job group named has a task running or done (it got a slot)."""
 Paused = Callable[[], str | None]
 """Why the flow is paused now, or None; raises when that cannot be told."""
+Lease = Callable[[], int | None]
+"""A leased application's end by its lease now (epoch ms); None when there is no lease, -1 when another
+application holds it (this one starts no new round and ends with its ranges)."""
+Beat = Callable[["RoundsOutcome"], None]
+"""Called after every round of a leased application: its heartbeat (`copy_app`)."""
 
 
 def rounds_apply(delivery: str, round_seconds: float, run_seconds: float) -> bool:
     """Whether a continuous run copies in rounds: exactly-once only (an at-least-once copy has no fence, and two
     of its copies of a partition at once could skip records), and a round shorter than the run."""
     return delivery == "exactly-once" and 0 < round_seconds < run_seconds
-
-
-def partitions_of(group: Group) -> frozenset[tuple[str, int]]:
-    return frozenset((t.topic, t.partition) for t in group)
-
-
-def same_ranges(planned: Group, running: Group) -> bool:
-    """Whether a planned group can be left to the Spark task running `running`: the same partitions, and nothing
-    known about them changed. A topic ID or a `max.message.bytes` this round's lookup could not give ("" or
-    None), or state topics seen with one partition (unknown), count as unchanged: one failed lookup must not
-    hand every task over."""
-    if partitions_of(planned) != partitions_of(running):
-        return False
-    ran = {(t.topic, t.partition): t for t in running}
-    return all(_unchanged(t, ran[(t.topic, t.partition)]) for t in planned)
-
-
-def _unchanged(new: CopyTask, old: CopyTask) -> bool:
-    if new.remote_topic != old.remote_topic:
-        return False
-    known = ((new.source_topic_id, old.source_topic_id), (new.remote_topic_id, old.remote_topic_id))
-    if any(a and b and a != b for a, b in known):
-        return False
-    sizes = (new.max_message_bytes, old.max_message_bytes)
-    if None not in sizes and sizes[0] != sizes[1]:
-        return False
-    return new.state_partitions <= 1 or new.state_partitions == old.state_partitions
-
-
-def _why_changed(group: Group, owners: list[_Job], ended: list[_Job]) -> str:
-    """What differs between a changed group and the tasks of this run that copy its partitions: for the log."""
-    mine = partitions_of(group)
-    if any(same_ranges(group, j.group) for j in ended):
-        return "its task ended a round ago (another copy took its partitions, then stopped or left)"
-    before = [j.group for j in owners if partitions_of(j.group) & mine]
-    if not before:
-        return "new partitions"
-    ran = {(t.topic, t.partition): t for g in before for t in g}
-    for t in group:
-        old = ran.get((t.topic, t.partition))
-        if old is not None and not _unchanged(t, old):
-            fields = ("remote_topic", "source_topic_id", "remote_topic_id", "max_message_bytes", "state_partitions")
-            diff = [f"{f} {getattr(old, f)!r}->{getattr(t, f)!r}" for f in fields if getattr(old, f) != getattr(t, f)]
-            return f"{t.topic}-{t.partition}: " + ", ".join(diff)
-    return "regrouped"
 
 
 @dataclass
@@ -149,6 +98,8 @@ class _Job:
     superseded_at: float | None = None
     """When every job in `superseded_by` was first seen active."""
     ended_at: float | None = None
+    ends_at: float = 0.0
+    """When its ranges end by themselves (the driver's clock)."""
 
 
 @dataclass
@@ -168,6 +119,12 @@ class RoundsOutcome:
     quiet: int = 0
     """Partitions found quiet by the last round planned."""
     paused: str | None = None
+    renewals: int = 0
+    """Groups a leased application started again because its lease ends later than their ranges do."""
+    folded: dict[str, float] = field(default_factory=dict)
+    """A leased application's totals of the jobs it forgot (`fold_results`), which `results` no longer holds."""
+    live: int = 0
+    """Spark jobs running after the last round."""
 
 
 class CopyRounds:
@@ -187,15 +144,20 @@ class CopyRounds:
         paused: Paused | None = None,
         active: Active | None = None,
         try_number: int = 0,
+        lease: Lease | None = None,
+        beat: Beat | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall_ms: Callable[[], int] = lambda: int(time.time() * 1000),
         margin_s: float | None = None,
         grace_s: float | None = None,
     ) -> None:
         self._run_s, self._round_s = run_seconds, round_seconds
-        margin = ROUND_MARGIN_S if margin_s is None else margin_s
-        overlap = handover_seconds if 0 < handover_seconds < run_seconds else 0.0  # as `overlapping_runs` decides
-        self._last_round_s = max(0.0, run_seconds - overlap - margin)
+        self._margin_s = ROUND_MARGIN_S if margin_s is None else margin_s
+        # As `overlapping_runs` decides; a leased application has no successor run to leave time to.
+        overlap = handover_seconds if 0 < handover_seconds < run_seconds and lease is None else 0.0
+        self._last_round_s = max(0.0, run_seconds - overlap - self._margin_s)
+        self._lease, self._beat = lease, beat
+        self._t0, self._t0_wall_ms = 0.0, 0
         self._base_ms, self._try = run_started_ms, max(try_number, 0)
         self._plan, self._run, self._cancel, self._paused = plan, run, cancel, paused
         self._active = active or (lambda name: True)
@@ -211,12 +173,15 @@ class CopyRounds:
         after now (a claim dated after a reader's now is ordered by epoch alone, `copy_claims`: a cleared run's
         start is reset to its clearing while its try number keeps counting), nor before the run's start."""
         offset = try_started_ms(0, self._try) + min(index, TRY_SPAN_MS - 1)
-        latest = min(self._base_ms + int(self._last_round_s * 1000), self._wall_ms())
+        latest = self._wall_ms()
+        if self._lease is None:
+            latest = min(self._base_ms + int(self._last_round_s * 1000), latest)
         return max(self._base_ms, min(self._base_ms + offset, latest))
 
     def copy(self) -> RoundsOutcome:
         """Runs the rounds; raises the first failure of a job (the others cancelled) or of the first plan."""
-        t0 = self._clock()
+        t0 = self._t0 = self._clock()
+        self._t0_wall_ms = self._wall_ms()
         out = RoundsOutcome([], [])
         next_round = 0.0
         try:
@@ -233,11 +198,14 @@ class CopyRounds:
                 if more and elapsed >= next_round:
                     out.rounds += 1
                     next_round = out.rounds * self._round_s
+                    if out.rounds > 1:
+                        self._extend()
                     if out.rounds == 1 or self._may_plan(out):
                         self._round(out, self._run_s - elapsed)
                     if out.paused is not None:
                         self._stop_all()
                         break
+                    self._after_round(out)
                 self._cancel_superseded(out)
                 wait = min(1.0, next_round - (self._clock() - t0)) if more else 1.0
                 self._wake.wait(max(0.05, wait))
@@ -252,9 +220,45 @@ class CopyRounds:
 
     def _in_time(self, elapsed: float) -> bool:
         """Whether a round may still start: by this driver's clock since it began, and by the wall clock since
-        the DAG run's start (the driver began after it)."""
+        the DAG run's start (the driver began after it; a leased application outlives its DAG run)."""
         last_ms = self._base_ms + int(self._last_round_s * 1000)
-        return elapsed <= self._last_round_s and self._wall_ms() < last_ms
+        return elapsed <= self._last_round_s and (self._lease is not None or self._wall_ms() < last_ms)
+
+    def _extend(self) -> None:
+        """A leased application runs on to its lease's end when the lease (for this application) ends later."""
+        if self._lease is None:
+            return
+        try:
+            until_ms = self._lease()
+        except Exception as err:
+            log.warning("the copy application's lease could not be read (it ends as leased before): %s", err)
+            return
+        if until_ms is not None and until_ms < 0:  # another application holds the lease: no new round
+            self._last_round_s = min(self._last_round_s, self._clock() - self._t0)
+            return
+        run_s = (until_ms - self._t0_wall_ms) / 1000 if until_ms is not None else 0.0
+        if run_s > self._run_s:
+            self._run_s = run_s
+            self._last_round_s = max(0.0, run_s - self._margin_s)
+
+    def _after_round(self, out: RoundsOutcome) -> None:
+        """A leased application forgets the jobs it will not look at again (a year of rounds must not pile up
+        results, groups and threads) and beats its heart."""
+        if self._lease is None:
+            return
+        forgotten = [j for j in self._jobs if j.done and (j.superseded_by is not None or j.cancelled)]
+        for job in forgotten:
+            fold_results(out.folded, job.results)
+        gone = {id(j) for j in forgotten}
+        self._jobs = [j for j in self._jobs if id(j) not in gone]
+        out.groups = [g for g in out.groups if any(j.group is g for j in self._jobs)]
+        self._threads = [t for t in self._threads if t.is_alive()]
+        out.live = sum(1 for j in self._jobs if not j.done)
+        if self._beat is not None:
+            try:
+                self._beat(out)
+            except Exception as err:
+                log.warning("the copy application's heartbeat was not written: %s", err)
 
     def _may_plan(self, out: RoundsOutcome) -> bool:
         """The pause check before a round: False when paused (`out.paused` set) or when it cannot be told now."""
@@ -283,10 +287,14 @@ class CopyRounds:
         ended = [job for job in owners if job.ended_at is not None and self._clock() - job.ended_at >= self._round_s]
         gone = {id(job) for job in ended}
         owners = [job for job in owners if id(job) not in gone]
+        renewed = {id(job) for job in owners if self._renews(job)}
         kept: set[int] = set()
         changed = []
         for group in filter(None, groups):  # a group a job of this run copies, or copied until lately, stays
-            match = next((j for j in owners if id(j) not in kept and same_ranges(group, j.group)), None)
+            match = next(
+                (j for j in owners if id(j) not in kept | renewed and same_ranges(group, j.group)),
+                None,
+            )
             if match is None:
                 changed.append(group)
             else:
@@ -296,11 +304,13 @@ class CopyRounds:
         if not changed:
             return
         restarts = sum(1 for g in changed if any(same_ranges(g, j.group) for j in ended))
+        renewals = sum(1 for g in changed if any(id(j) in renewed and same_ranges(g, j.group) for j in owners))
         out.restarts += restarts
-        if self._jobs and len(changed) > restarts:
+        out.renewals += renewals
+        if self._jobs and len(changed) > restarts + renewals:
             out.handovers += 1
-        if self._jobs:
-            why = "; ".join(sorted({_why_changed(g, owners, ended) for g in changed}))
+        if self._jobs and len(changed) > renewals:
+            why = "; ".join(sorted({why_changed(g, owners, ended) for g in changed}))
             log.warning(
                 "copy round %d: %d of %d Spark tasks start (%s)",
                 out.rounds,
@@ -308,7 +318,7 @@ class CopyRounds:
                 len(kept) + len(changed),
                 why,
             )
-        started = [self._start(group) for group in changed]
+        started = [self._start(group, left_s) for group in changed]
         out.groups.extend(changed)
         covered = frozenset().union(*(partitions_of(g) for g in changed))
         for job in owners:
@@ -339,8 +349,17 @@ class CopyRounds:
             log.info("%d superseded Spark tasks still running are cancelled", len(late))
             self._cancel([job.name for job in late])
 
-    def _start(self, group: Group) -> _Job:
-        job = _Job(group, f"mirrorflow-copy-{uuid.uuid4().hex[:12]}")
+    def _renews(self, job: _Job) -> bool:
+        """Whether a leased application starts `job`'s group again: its ranges end within a round (and
+        `RENEW_AHEAD_S`) while the lease now runs at least a round past them."""
+        if self._lease is None or job.done:
+            return False
+        now = self._clock()
+        lease_end = self._t0 + self._run_s
+        return job.ends_at - now < self._round_s + RENEW_AHEAD_S and lease_end > job.ends_at + self._round_s
+
+    def _start(self, group: Group, left_s: float) -> _Job:
+        job = _Job(group, f"mirrorflow-copy-{uuid.uuid4().hex[:12]}", ends_at=self._clock() + left_s)
         self._jobs.append(job)
         thread = threading.Thread(target=self._job, args=(job,), name=job.name, daemon=True)
         self._threads.append(thread)

@@ -103,14 +103,18 @@ def copy_flow(
     on_progress: OnProgress | None = None,
     run_started_ms: int | None = None,
     try_number: int = 0,
+    app: tuple[str, str] | None = None,
 ) -> dict[str, object]:
     """One copy run of a flow: discover (unless given the plan), copy every partition on Spark, summarise.
     `run_started_ms` orders overlapping continuous runs (`copy_claims`): the DAG run's start when Airflow runs the
     copy, so a retry of an older run's task never counts as the newest run; now if None. `try_number`: the Airflow
-    try (rounds order the claims of a retry after the try it replaces, `copy_rounds`)."""
+    try (rounds order the claims of a retry after the try it replaces, `copy_rounds`). `app`: the id and
+    configuration of a leased application (`replication/copy_app.py`), with rounds only."""
     if not interval and run_seconds and rounds_apply(flow.delivery, flow.copy_round_seconds, run_seconds):
         started = run_started_ms
-        return copy_in_rounds(flow, spark, run_seconds=run_seconds, run_started_ms=started, try_number=try_number)
+        return copy_in_rounds(
+            flow, spark, run_seconds=run_seconds, run_started_ms=started, try_number=try_number, app=app
+        )
     if plan is None:
         with FlowClients(flow) as clients:
             plan = discover(flow, clients)
@@ -167,6 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mode", choices=["interval", "continuous"], default=None, help="default: the flow's")
     parser.add_argument("--run-seconds", type=float, default=None, help="continuous mode: how long to run")
     parser.add_argument("--try-number", type=int, default=0, help="the Airflow task's try (orders rounds' claims)")
+    parser.add_argument("--app-id", default=None, help="a leased application's id (replication/copy_app.py)")
+    parser.add_argument("--config-id", default="", help="with --app-id: the configuration it was submitted for")
     parser.add_argument("--summary-file", default=None, help="also write the JSON summary here")
     parser.add_argument("--summary-key", default=None, help="also write the totals to the metrics topic, this key")
     parser.add_argument("--master", default=None, help="Spark master (default: the flow's mirrorflow.spark.master)")
@@ -192,6 +198,7 @@ def main(argv: list[str] | None = None) -> int:
                 run_seconds=run_seconds,
                 run_started_ms=args.run_started_ms,
                 try_number=args.try_number,
+                app=(args.app_id, args.config_id) if args.app_id else None,
             )
         finally:
             spark.stop()

@@ -5,6 +5,7 @@ changed group of ranges runs as a Spark job of its own (one task), named so that
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import time
@@ -12,22 +13,33 @@ import time
 from pyspark.sql import SparkSession
 
 from mirrorflow.config.model import Flow
+from mirrorflow.replication.copy_app import APP, PAUSED, beat_body, read_state, write
 from mirrorflow.replication.copy_plan import copyable, idle_counts, plan_copy, summarise
-from mirrorflow.replication.copy_rounds import CopyRounds
+from mirrorflow.replication.copy_rounds import CopyRounds, RoundsOutcome
 from mirrorflow.replication.copy_task import CopyResult, CopyTask
+from mirrorflow.replication.copy_totals import add_folded
 from mirrorflow.replication.discovery import discover
 from mirrorflow.replication.flow_clients import FlowClients
 from mirrorflow.replication.flow_cycle import flow_paused, state_root_override
-from mirrorflow.spark.copy_tasks import Runtime, run_copy_groups, spread_over_cores
+from mirrorflow.spark.copy_tasks import Runtime, python_error_line, run_copy_groups, spread_over_cores
+
+log = logging.getLogger(__name__)
 
 
 def copy_in_rounds(
-    flow: Flow, spark: SparkSession, *, run_seconds: float, run_started_ms: int | None, try_number: int = 0
+    flow: Flow,
+    spark: SparkSession,
+    *,
+    run_seconds: float,
+    run_started_ms: int | None,
+    try_number: int = 0,
+    app: tuple[str, str] | None = None,
 ) -> dict[str, object]:
     """A continuous exactly-once run that plans again every `mirrorflow.copy.round.seconds` inside this Spark
     application and starts Spark tasks only for the groups of ranges that changed (`copy_rounds`). A partition
     is quiet after a whole run's length without traffic, as without rounds, so that a partition pausing for a
-    round does not move between tasks."""
+    round does not move between tasks. `app`: (application id, `copy_app.config_id`) of a leased application,
+    which runs on while its lease grows and beats after every round (`replication/copy_app.py`)."""
     runtimes: list[Runtime] = []
     sc = spark.sparkContext
 
@@ -58,6 +70,7 @@ def copy_in_rounds(
         with FlowClients(flow) as clients:
             return flow_paused(flow, clients, state_root_override())
 
+    leased = _Leased(flow, app, int(time.time() * 1000)) if app is not None else None
     rounds = CopyRounds(
         run_seconds=run_seconds,
         round_seconds=float(flow.copy_round_seconds),
@@ -69,17 +82,61 @@ def copy_in_rounds(
         paused=paused,
         active=active,
         try_number=try_number,
+        lease=leased.lease if leased else None,
+        beat=leased.beat if leased else None,
     )
-    out = rounds.copy()
+    try:
+        out = rounds.copy()
+    except BaseException as err:
+        if leased is not None:
+            leased.end(f"failed: {python_error_line(str(err))[:500]}")
+        raise
+    if leased is not None:
+        leased.end(f"{PAUSED}: {out.paused}" if out.paused else "its lease ran out", out)
     summary = summarise(out.results)
     summary.update(spark_tasks=len(out.groups), quiet_partitions=out.quiet, rounds=out.rounds)
     summary.update(round_handovers=out.handovers, round_restarts=out.restarts, cancelled_spark_tasks=out.cancelled)
     summary.update(idle_counts([[(t.topic, t.partition) for t in g] for g in out.groups], out.results))
+    add_folded(summary, out.folded)  # a leased application's forgotten jobs
     summary["executors"] = [dict(seen) for seen in sorted({tuple(sorted(r.items())) for r in runtimes})]
     summary.update(flow=flow.name, mode="continuous")
     if out.paused:
         summary["paused"] = out.paused
     return summary
+
+
+class _Leased:
+    """A leased application's side of `copy_app`: reads its lease before each round, beats after it."""
+
+    def __init__(self, flow: Flow, app: tuple[str, str], started_ms: int) -> None:
+        self.flow, (self.app, self.config), self.started_ms = flow, app, started_ms
+        self.taken = False
+
+    def lease(self) -> int | None:
+        with FlowClients(self.flow) as clients:
+            held = read_state(self.flow, clients).lease
+        if held is not None and held.get("app") == self.app:
+            return int(held.get("until_ms", 0))
+        if held is not None and not self.taken:
+            self.taken = True
+            log.warning(
+                "copy application %s: %s took the lease for %s; no new round starts",
+                self.app,
+                held.get("by"),
+                held.get("app"),
+            )
+        return -1 if held is not None else None
+
+    def beat(self, out: RoundsOutcome, ended: str | None = None) -> None:
+        with FlowClients(self.flow) as clients:
+            write(self.flow, clients, APP, beat_body(self.app, self.config, self.started_ms, out, ended))
+
+    def end(self, why: str, out: RoundsOutcome | None = None) -> None:
+        """The last heartbeat says why the application ended (a failed write is logged: the lease ends it)."""
+        try:
+            self.beat(out or RoundsOutcome([], []), why)
+        except Exception as err:
+            log.warning("copy application %s: its last heartbeat was not written: %s", self.app, err)
 
 
 def round_master(master: str) -> str:

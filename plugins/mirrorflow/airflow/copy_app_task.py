@@ -1,0 +1,125 @@
+"""The copy task's side of a leased copy application (`replication/copy_app.py`): a detached `spark-submit` whose
+driver outlives the task, and the supervision of it for the DAG run's length.
+
+Only where the driver runs on the task's machine (local and `spark://` masters, client mode): the process is
+started in its own session, so the task's end (or its kill) leaves it running, and it writes its output to
+`<tmp>/mirrorflow-apps/<app>/spark-submit.log` (the package and env shipped to a standalone cluster's executors
+live there too: the task's own temporary directory goes with the task). Directories of applications whose log
+has not changed for `KEEP_DAYS` are deleted when a new application is submitted.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from mirrorflow.config.model import Flow
+from mirrorflow.replication.copy_app import read_state, write
+from mirrorflow.replication.copy_rounds import rounds_apply
+from mirrorflow.replication.copy_supervisor import Launched, Supervisor
+from mirrorflow.replication.flow_clients import FlowClients
+
+APPS_DIR = "mirrorflow-apps"
+KEEP_DAYS = 7
+TAIL_LINES = 15
+
+
+def leased(flow: Flow, copy_mode: str, run_seconds: float, driver_here: bool, in_cluster: bool) -> bool:
+    """Whether this copy runs as a leased application: continuous with rounds, its driver on this machine."""
+    rounds = rounds_apply(flow.delivery, float(flow.copy_round_seconds), run_seconds)
+    return copy_mode == "continuous" and rounds and driver_here and not in_cluster
+
+
+def with_run_seconds(args: list[str], seconds: float) -> list[str]:
+    """The job's arguments with `--run-seconds` set to the lease it starts with."""
+    out = list(args)
+    if "--run-seconds" in out:
+        out[out.index("--run-seconds") + 1] = f"{seconds:.0f}"
+    else:
+        out += ["--run-seconds", f"{seconds:.0f}"]
+    return out
+
+
+def apps_root() -> Path:
+    return Path(tempfile.gettempdir()) / APPS_DIR
+
+
+def app_dir(app: str) -> Path:
+    """Where an application's log and shipped files live (made now; old ones swept)."""
+    root = apps_root()
+    cutoff = time.time() - KEEP_DAYS * 86400
+    for old in root.glob("*/spark-submit.log") if root.is_dir() else ():
+        if old.stat().st_mtime < cutoff:
+            shutil.rmtree(old.parent, ignore_errors=True)
+    path = root / app
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+class Detached:
+    """A `spark-submit` started in its own session with its output in a file (`Launched`)."""
+
+    def __init__(self, command: Sequence[str], env: dict[str, str], log_path: Path, mask: Callable[[str], str]):
+        self.log_path, self._mask = log_path, mask
+        with open(log_path, "ab") as out:
+            self._process = subprocess.Popen(
+                list(command),
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+
+    @property
+    def pid(self) -> int:
+        return self._process.pid
+
+    def poll(self) -> int | None:
+        return self._process.poll()
+
+    def failure(self) -> str:
+        try:
+            lines = self.log_path.read_text(errors="replace").splitlines()[-TAIL_LINES:]
+        except OSError as err:
+            return f"its output ({self.log_path}) could not be read: {err}"
+        return self._mask(" | ".join(lines)) + f" (all of it in {self.log_path})"
+
+
+def supervise(
+    flow: Flow,
+    *,
+    config: str,
+    run_end_ms: int,
+    by: str,
+    command: Callable[[str, float, Path], list[str]],
+    env: dict[str, str],
+    mask: Callable[[str], str],
+    log: Any,
+) -> dict[str, Any]:
+    """Adopt the flow's running application or submit one (`command(app, lease seconds, its directory)` is the
+    spark-submit command line), then watch it until `run_end_ms` (`copy_supervisor.Supervisor`)."""
+
+    def submit(app: str, seconds: float) -> Launched:
+        where = app_dir(app)
+        launched = Detached(command(app, seconds, where), {**os.environ, **env}, where / "spark-submit.log", mask)
+        log.info("copy application %s: spark-submit pid %s, output in %s", app, launched.pid, launched.log_path)
+        return launched
+
+    with FlowClients(flow) as clients:
+        supervisor = Supervisor(
+            flow,
+            config,
+            run_end_ms,
+            by,
+            submit,
+            read=lambda: read_state(flow, clients),
+            write=lambda kind, body: write(flow, clients, kind, body),
+        )
+        return supervisor.supervise()
