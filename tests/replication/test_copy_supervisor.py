@@ -45,7 +45,7 @@ class Records:
         self.now += int(seconds * 1000)
 
     def supervisor(self, f: Flow, run_s: float = 30) -> Supervisor:
-        def submit(app: str, seconds: float) -> Any:
+        def submit(app: str, seconds: float, started_ms: int) -> Any:
             self.submitted.append(app)
             return Running()
 
@@ -67,6 +67,9 @@ class Running:
     def poll(self) -> int | None:
         return None
 
+    def stop(self) -> None:
+        pass
+
     def failure(self) -> str:
         return "log tail"
 
@@ -75,8 +78,8 @@ def beat(app: str = "app-1", at: int = NOW - 1000, config: str = "cfg", **more: 
     return {"app": app, "at_ms": at, "config": config, "round": 3, "counts": {"records": 10}, **more}
 
 
-def lease(app: str = "app-1", until: int = NOW + 100_000) -> dict[str, Any]:
-    return {"app": app, "until_ms": until, "by": "run 0"}
+def lease(app: str = "app-1", until: int = NOW + 200_000, config: str = "cfg") -> dict[str, Any]:
+    return {"app": app, "until_ms": until, "by": "run 0", "config": config, "submitted_ms": NOW - 60_000}
 
 
 def test_a_live_application_of_the_same_configuration_is_adopted_and_its_lease_extended(tmp_path: Any) -> None:
@@ -93,10 +96,10 @@ def test_a_live_application_of_the_same_configuration_is_adopted_and_its_lease_e
     "before",
     [
         AppState(None, None),
-        AppState(lease(), beat(config="other")),  # the configuration or the code changed
+        AppState(lease(config="other"), beat(config="other")),  # the configuration or the code changed
         AppState(lease(), beat(at=NOW - 600_000)),  # stale
         AppState(lease(), beat(ended="failed: x")),
-        AppState(lease(app="app-0"), beat()),  # the beating application lost its lease
+        AppState(lease(until=NOW + 60_000), beat()),  # too little lease left to renew its ranges in time
     ],
 )
 def test_otherwise_a_new_application_is_submitted_under_a_new_lease(tmp_path: Any, before: AppState) -> None:
@@ -133,3 +136,20 @@ def test_a_run_that_lost_the_lease_to_a_new_application_stops_watching(tmp_path:
     records = Records([AppState(lease(), beat()), AppState(lease(app="app-2"), beat())])
     summary = records.supervisor(flow(tmp_path), run_s=600).supervise()
     assert summary["app"] == "app-1" and records.now < NOW + 600_000
+
+
+def test_a_holder_that_has_not_beaten_yet_is_adopted_and_the_lease_never_shortened(tmp_path: Any) -> None:
+    """A newer run submitted app-2 moments ago (its lease, with an older application's last heartbeat): an older
+    run's retry adopts it rather than submitting a third one (review of session 21: it submitted, and the claims
+    of its older run start stranded every partition), and keeps the newer run's later lease end."""
+    held = lease(app="app-2", until=NOW + 900_000)
+    records = Records([AppState(held, beat()), AppState(held, beat(app="app-2", at=NOW + 10_000))])
+    summary = records.supervisor(flow(tmp_path)).supervise()
+    assert records.submitted == [] and summary["app"] == "app-2" and summary["adopted"]
+    assert records.writes[0][1]["until_ms"] == NOW + 900_000
+
+
+def test_a_handed_over_application_that_ended_is_not_a_failure(tmp_path: Any) -> None:
+    """Its last heartbeat says it ended, but the lease moved to a new application: the run stops watching."""
+    records = Records([AppState(lease(), beat()), AppState(lease(app="app-2"), beat(ended="its lease ran out"))])
+    assert records.supervisor(flow(tmp_path), run_s=600).supervise()["app"] == "app-1"

@@ -53,11 +53,11 @@ def state(flow: Flow) -> AppState:
 def supervise_run(flow: Flow, config: Path, index: int) -> dict[str, Any]:
     """One DAG run's copy task: supervise until RUN_S from now, submitting with this run's start."""
     started_ms = int(time.time() * 1000)
-    cid = config_id(str(config), flow, None)
+    cid = config_id(str(config), flow, None, {})
 
-    def command(app: str, seconds: float, where: Path) -> list[str]:
+    def command(app: str, seconds: float, where: Path, claims_ms: int) -> list[str]:
         args = ("--flow", "A->B", "--mode", "continuous", "--run-seconds", f"{seconds:.0f}")
-        ids = ("--app-id", app, "--config-id", cid, "--run-started-ms", str(started_ms), "--try-number", "1")
+        ids = ("--app-id", app, "--config-id", cid, "--run-started-ms", str(claims_ms))
         return spark_submit_command(str(config), *args, *ids)
 
     env = {k: v for k, v in spark_env().items() if k in ("PATH", "PYSPARK_PYTHON")}

@@ -10,8 +10,10 @@ has not changed for `KEEP_DAYS` are deleted when a new application is submitted.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -31,9 +33,16 @@ TAIL_LINES = 15
 
 
 def leased(flow: Flow, copy_mode: str, run_seconds: float, driver_here: bool, in_cluster: bool) -> bool:
-    """Whether this copy runs as a leased application: continuous with rounds, its driver on this machine."""
+    """Whether this copy runs as a leased application: continuous with rounds, its driver on this machine, and
+    that machine outliving the task (not a pod of the KubernetesExecutor, which ends with the task)."""
     rounds = rounds_apply(flow.delivery, float(flow.copy_round_seconds), run_seconds)
-    return copy_mode == "continuous" and rounds and driver_here and not in_cluster
+    return copy_mode == "continuous" and rounds and driver_here and not in_cluster and not _task_pods()
+
+
+def _task_pods() -> bool:
+    from airflow.configuration import conf
+
+    return "kubernetes" in str(conf.get("core", "executor", fallback="")).lower()
 
 
 def with_run_seconds(args: list[str], seconds: float) -> list[str]:
@@ -55,11 +64,20 @@ def app_dir(app: str) -> Path:
     root = apps_root()
     cutoff = time.time() - KEEP_DAYS * 86400
     for old in root.glob("*/spark-submit.log") if root.is_dir() else ():
-        if old.stat().st_mtime < cutoff:
+        if old.stat().st_mtime < cutoff and not _running(old.parent / "pid"):
             shutil.rmtree(old.parent, ignore_errors=True)
     path = root / app
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def _running(pid_file: Path) -> bool:
+    """Whether the spark-submit whose pid the file holds still runs (a quiet application writes no log)."""
+    try:
+        os.kill(int(pid_file.read_text().strip()), 0)
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 class Detached:
@@ -76,6 +94,7 @@ class Detached:
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
             )
+        (log_path.parent / "pid").write_text(f"{self._process.pid}\n")
 
     @property
     def pid(self) -> int:
@@ -83,6 +102,10 @@ class Detached:
 
     def poll(self) -> int | None:
         return self._process.poll()
+
+    def stop(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self._process.pid, signal.SIGTERM)
 
     def failure(self) -> str:
         try:
@@ -98,17 +121,18 @@ def supervise(
     config: str,
     run_end_ms: int,
     by: str,
-    command: Callable[[str, float, Path], list[str]],
+    command: Callable[[str, float, Path, int], list[str]],
     env: dict[str, str],
     mask: Callable[[str], str],
     log: Any,
 ) -> dict[str, Any]:
-    """Adopt the flow's running application or submit one (`command(app, lease seconds, its directory)` is the
-    spark-submit command line), then watch it until `run_end_ms` (`copy_supervisor.Supervisor`)."""
+    """Adopt the flow's running application or submit one (`command(app, lease seconds, its directory, claims'
+    start)` is the spark-submit command line), then watch it until `run_end_ms` (`copy_supervisor.Supervisor`)."""
 
-    def submit(app: str, seconds: float) -> Launched:
+    def submit(app: str, seconds: float, started_ms: int) -> Launched:
         where = app_dir(app)
-        launched = Detached(command(app, seconds, where), {**os.environ, **env}, where / "spark-submit.log", mask)
+        line = command(app, seconds, where, started_ms)
+        launched = Detached(line, {**os.environ, **env}, where / "spark-submit.log", mask)
         log.info("copy application %s: spark-submit pid %s, output in %s", app, launched.pid, launched.log_path)
         return launched
 

@@ -75,9 +75,11 @@ class LocalScheduler:
                 processes.append(_start(command, scheduler.env, log))
             yield scheduler
         finally:
-            _stop(processes)
-            _stop_leased_applications(home)
-            postgres.stop()
+            try:
+                _stop(processes)
+            finally:
+                _stop_leased_applications(home)
+                postgres.stop()
 
     def cli(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
         return subprocess.run(

@@ -263,8 +263,7 @@ class MirrorflowCopyOperator(SparkSubmitOperator):
                 self.conf = quiet_driver_conf(self.conf)  # Spark's banner and INFO lines off the task log
             if leased(flow, self.copy_mode, float(self.run_seconds), driver_is_here(master), in_cluster):
                 try:
-                    run_args = [*base_args, "--master", master, *run_started_args(context)]
-                    return self._supervise(context, master, run_args, base_ship[0])
+                    return self._supervise(context, master, [*base_args, "--master", master], base_ship[0])
                 finally:
                     self.application_args, self.env_vars = base_args, base_env
                     self.py_files, self.conf, self.files = (*base_ship, base_files)
@@ -307,14 +306,15 @@ class MirrorflowCopyOperator(SparkSubmitOperator):
         """A leased application (`airflow/copy_app_task.py`): adopt the flow's running one or submit a detached
         one, and watch it until this DAG run's end; returns this run's totals."""
         flow = load_flow(self.config_path, self.flow_name, self.clusters)
-        config = config_id(self.config_path, flow, self.clusters)
+        config = config_id(self.config_path, flow, self.clusters, dict(self.conf or {}))
         dag_run, ti = context.get("dag_run"), context.get("ti")
         started = getattr(dag_run, "start_date", None)
         begin_ms = int(started.timestamp() * 1000) if started is not None else int(time.time() * 1000)
         by = f"DAG run {getattr(dag_run, 'run_id', '-')} try {getattr(ti, 'try_number', 0)}"
 
-        def command(app: str, seconds: float, where: Path) -> list[str]:
-            self.application_args = [*with_run_seconds(args, seconds), "--app-id", app, "--config-id", config]
+        def command(app: str, seconds: float, where: Path, started_ms: int) -> list[str]:
+            ids = ["--app-id", app, "--config-id", config, "--run-started-ms", str(started_ms)]
+            self.application_args = [*with_run_seconds(args, seconds), *ids]
             if is_standalone(master):
                 self.py_files = ",".join(filter(None, [py_files, str(package_py_files(where))]))
                 self.conf = {**(self.conf or {}), "spark.archives": f"{packed_env()}#{ARCHIVE_ALIAS}"}

@@ -42,8 +42,7 @@ from mirrorflow.config.model import Flow
 from mirrorflow.core.runbook_record import RUNBOOK_TOPIC, decode_value, encode_value
 from mirrorflow.kafka.produce import OutgoingRecord
 from mirrorflow.kafka.runbook_store import ensure_runbook_topic, read_latest, topic_exists
-from mirrorflow.replication.copy_rounds import RoundsOutcome
-from mirrorflow.replication.copy_totals import FOLDED
+from mirrorflow.replication.copy_totals import FOLDED, RoundsOutcome
 from mirrorflow.replication.flow_clients import FlowClients
 from mirrorflow.replication.pause_markers import PAUSE_CHECK_WAIT_S
 
@@ -73,17 +72,24 @@ def lease_until_ms(flow: Flow, run_end_ms: int, now_ms: int) -> int:
     return max(run_end_ms, now_ms) + int(ahead_s * 1000)
 
 
-def config_id(config_path: str, flow: Flow, clusters: list[str] | None) -> str:
-    """What a running application must share with its supervisor to be adopted: the config file's bytes, the
-    flow, `--clusters` and the installed Mirrorflow code (its files' names, sizes and times). A change to any of
-    them starts a new application that takes over from the old one. Credentials from Airflow connections are not
-    in it (a hash of a secret is not written anywhere): after changing them, stop the application (docs/airflow.md)."""
-    digest = hashlib.sha256(Path(config_path).read_bytes())
-    digest.update(json.dumps([flow.name, clusters or []]).encode())
+def config_id(config_path: str, flow: Flow, clusters: list[str] | None, spark_conf: Mapping[str, str]) -> str:
+    """What a running application must share with its supervisor to be adopted: the config file's settings, the
+    flow, `--clusters`, the Spark configuration it is submitted with and the installed Mirrorflow code (its
+    files' contents). A change to any of them starts a new application that takes over from the old one. Secret
+    values (keys `is_secret_key` flags, written in clear) are left out, so no hash of a secret is written
+    anywhere: after changing only a secret, stop the application (docs/airflow.md)."""
+    from mirrorflow.config.issues import IssueLog
+    from mirrorflow.config.keys import is_secret_key
+    from mirrorflow.config.properties_file import read_properties
+
+    props = read_properties(config_path, IssueLog(config_path))
+    values = props.values if props is not None else {}
+    settings = sorted((k, "<secret>" if is_secret_key(k) else v) for k, v in values.items())
+    conf = sorted((k, "<secret>" if is_secret_key(k) else v) for k, v in spark_conf.items())
+    digest = hashlib.sha256(json.dumps([settings, conf, flow.name, clusters or []]).encode())
     package = Path(__file__).resolve().parents[1]
     for path in sorted(package.rglob("*.py")):
-        stat = path.stat()
-        digest.update(f"{path.relative_to(package)}:{stat.st_size}:{stat.st_mtime_ns}".encode())
+        digest.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]
 
 
@@ -94,12 +100,25 @@ class AppState:
     lease: dict[str, Any] | None
     beat: dict[str, Any] | None
 
-    def alive(self, now_ms: int, stale: float) -> bool:
-        """A heartbeat that did not end, is younger than `stale` seconds, and whose application holds the lease."""
-        beat, lease = self.beat, self.lease
-        if beat is None or lease is None or beat.get("ended") or beat.get("app") != lease.get("app"):
+    def holder_beat(self) -> dict[str, Any] | None:
+        """The heartbeat of the application holding the lease, None when the last one is another's (a starting
+        holder that has not beaten yet, or an old application's last beat written after the lease moved)."""
+        lease, beat = self.lease, self.beat
+        if lease is None or beat is None or beat.get("app") != lease.get("app"):
+            return None
+        return beat
+
+    def adoptable(self, now_ms: int, stale: float, ahead_s: float, config: str) -> bool:
+        """Whether a supervisor may adopt the lease's application: started for `config`, its lease running at
+        least `ahead_s` more (time to renew its ranges before they end), and either beating within `stale`
+        seconds without having ended, or not beaten yet (starting: the watch gives it `stale` seconds more)."""
+        lease = self.lease
+        if lease is None or lease.get("config") != config or int(lease.get("until_ms", 0)) < now_ms + ahead_s * 1000:
             return False
-        return now_ms - int(beat.get("at_ms", 0)) < stale * 1000 and int(lease.get("until_ms", 0)) > now_ms
+        beat = self.holder_beat()
+        if beat is None:
+            return True
+        return not beat.get("ended") and now_ms - int(beat.get("at_ms", 0)) < stale * 1000
 
 
 def process_gone(beat: Mapping[str, Any]) -> bool:
@@ -112,8 +131,8 @@ def process_gone(beat: Mapping[str, Any]) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return True
-    except PermissionError:  # someone else's process by now: ours is gone
-        return True
+    except PermissionError:  # another user's process (a task run as another user): alive as far as we know
+        return False
     try:  # a killed driver whose parent died too waits as a zombie until something reaps it
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0] in ("Z", "X")
     except (OSError, IndexError):
@@ -143,7 +162,7 @@ def write(flow: Flow, clients: FlowClients, kind: str, body: Mapping[str, Any]) 
 
 def beat_body(app: str, config: str, started_ms: int, out: RoundsOutcome, ended: str | None) -> dict[str, Any]:
     """The heartbeat: what the supervisor needs (who, when, under which configuration, ended why) and the copy's
-    counts since the application started (jobs forgotten plus jobs done and kept)."""
+    counts since the application started (the jobs it forgot, and at its end all of them)."""
     counts = dict(out.folded)
     for key in FOLDED:
         counts[key] = counts.get(key, 0) + sum(getattr(r, key) for r in out.results)
@@ -174,10 +193,10 @@ class Watch:
     last: dict[str, Any] | None = None
 
     def summary(self) -> dict[str, Any]:
-        """The DAG run's totals: what the application copied while this run watched it (ranges count when their
-        job ends: at a renewal, roughly once per DAG run)."""
+        """The DAG run's totals: what the application copied while this run watched it (a range counts once its
+        Spark job ended and was forgotten: at a renewal, roughly once per lease extension)."""
         counts = dict((self.last or {}).get("counts") or {})
-        out: dict[str, Any] = {k: counts.get(k, 0) - self.first.get(k, 0) for k in counts}
+        out: dict[str, Any] = {k: max(0, counts.get(k, 0) - self.first.get(k, 0)) for k in counts}
         out.update(app=self.app, adopted=self.adopted, rounds=(self.last or {}).get("round", 0))
         out["spark_tasks"] = (self.last or {}).get("live_spark_tasks", 0)
         return out

@@ -36,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from mirrorflow.replication.copy_task import CopyResult, CopyTask
-from mirrorflow.replication.copy_totals import fold_results
+from mirrorflow.replication.copy_totals import RoundsOutcome, fold_results
 from mirrorflow.replication.round_groups import partitions_of, same_ranges, why_changed
 
 log = logging.getLogger(__name__)
@@ -49,10 +49,10 @@ as handed over when they next write; one that copies nothing is cancelled then."
 END_GRACE_S = 120.0
 """How long after the run's end jobs may still run (their ranges end by themselves) before they are cancelled."""
 TRY_SPAN_MS = 10_000
+"""Claim-start milliseconds per Airflow try: round k of try t claims at the run's start + (t - 1) * span + k."""
 RENEW_AHEAD_S = 30.0
 """Leased applications: a round renews a group whose ranges end within a round and this long, so that its
 successor is copying before they stop."""
-"""Claim-start milliseconds per Airflow try: round k of try t claims at the run's start + (t - 1) * span + k."""
 
 
 def try_started_ms(run_started_ms: int, try_number: int) -> int:
@@ -76,7 +76,7 @@ Paused = Callable[[], str | None]
 Lease = Callable[[], int | None]
 """A leased application's end by its lease now (epoch ms); None when there is no lease, -1 when another
 application holds it (this one starts no new round and ends with its ranges)."""
-Beat = Callable[["RoundsOutcome"], None]
+Beat = Callable[["RoundsOutcome"], object]
 """Called after every round of a leased application: its heartbeat (`copy_app`)."""
 
 
@@ -100,31 +100,6 @@ class _Job:
     ended_at: float | None = None
     ends_at: float = 0.0
     """When its ranges end by themselves (the driver's clock)."""
-
-
-@dataclass
-class RoundsOutcome:
-    """What the rounds did: every finished range's result, every group started (for `idle_counts`), counts."""
-
-    results: list[CopyResult]
-    groups: list[Group]
-    rounds: int = 0
-    """Rounds due (planned, or skipped because the pause check could not be made)."""
-    handovers: int = 0
-    """Rounds after the first that started Spark tasks for changed groups."""
-    restarts: int = 0
-    """Groups started again a round after their task ended."""
-    cancelled: int = 0
-    """Superseded Spark tasks cancelled (their ranges' results are not in `results`)."""
-    quiet: int = 0
-    """Partitions found quiet by the last round planned."""
-    paused: str | None = None
-    renewals: int = 0
-    """Groups a leased application started again because its lease ends later than their ranges do."""
-    folded: dict[str, float] = field(default_factory=dict)
-    """A leased application's totals of the jobs it forgot (`fold_results`), which `results` no longer holds."""
-    live: int = 0
-    """Spark jobs running after the last round."""
 
 
 class CopyRounds:
@@ -189,6 +164,9 @@ class CopyRounds:
                 elapsed = self._clock() - t0
                 self._raise_failed()
                 more = out.rounds == 0 or self._in_time(elapsed)
+                if not more and self._lease is not None and elapsed >= next_round:  # a lease may grow until the end
+                    next_round = elapsed + self._round_s
+                    more = self._extend() and self._in_time(elapsed)
                 if not more and all(job.done for job in self._jobs):
                     break
                 if elapsed > self._run_s + END_GRACE_S:
@@ -197,9 +175,9 @@ class CopyRounds:
                     break
                 if more and elapsed >= next_round:
                     out.rounds += 1
-                    next_round = out.rounds * self._round_s
-                    if out.rounds > 1:
-                        self._extend()
+                    next_round = max(out.rounds * self._round_s, elapsed + self._round_s / 2)  # not back to back
+                    if out.rounds > 1 and not self._extend():
+                        continue  # another application holds the lease: no round, no heartbeat of ours
                     if out.rounds == 1 or self._may_plan(out):
                         self._round(out, self._run_s - elapsed)
                     if out.paused is not None:
@@ -224,22 +202,24 @@ class CopyRounds:
         last_ms = self._base_ms + int(self._last_round_s * 1000)
         return elapsed <= self._last_round_s and (self._lease is not None or self._wall_ms() < last_ms)
 
-    def _extend(self) -> None:
-        """A leased application runs on to its lease's end when the lease (for this application) ends later."""
+    def _extend(self) -> bool:
+        """A leased application runs on to its lease's end when the lease (for this application) ends later.
+        False once another application holds the lease: this one starts no new round and ends with its ranges."""
         if self._lease is None:
-            return
+            return True
         try:
             until_ms = self._lease()
         except Exception as err:
             log.warning("the copy application's lease could not be read (it ends as leased before): %s", err)
-            return
-        if until_ms is not None and until_ms < 0:  # another application holds the lease: no new round
+            return True
+        if until_ms is not None and until_ms < 0:
             self._last_round_s = min(self._last_round_s, self._clock() - self._t0)
-            return
+            return False
         run_s = (until_ms - self._t0_wall_ms) / 1000 if until_ms is not None else 0.0
         if run_s > self._run_s:
             self._run_s = run_s
             self._last_round_s = max(0.0, run_s - self._margin_s)
+        return True
 
     def _after_round(self, out: RoundsOutcome) -> None:
         """A leased application forgets the jobs it will not look at again (a year of rounds must not pile up

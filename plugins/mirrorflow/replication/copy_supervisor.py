@@ -24,6 +24,7 @@ from mirrorflow.replication.copy_app import (
     process_gone,
     stale_s,
 )
+from mirrorflow.replication.copy_rounds import RENEW_AHEAD_S
 
 log = logging.getLogger(__name__)
 
@@ -38,13 +39,19 @@ class Launched(Protocol):
 
     def poll(self) -> int | None: ...
 
+    def stop(self) -> None:
+        """Ends the process group (its lease could not be written)."""
+        ...
+
     def failure(self) -> str:
         """What its output says (the last lines), for an error message."""
         ...
 
 
-Submit = Callable[[str, float], Launched]
-"""(application id, seconds of lease it starts with) -> the process submitted."""
+Submit = Callable[[str, float, int], Launched]
+"""(application id, seconds of lease it starts with, its claims' start in epoch ms) -> the process submitted. A
+leased application's claims start at its submission, not at its DAG run's start: whichever run or try submits
+last owns the partitions, so an older run's retry that submits after a newer run cannot strand them."""
 
 
 class ApplicationFailed(MirrorflowError):
@@ -76,22 +83,28 @@ class Supervisor:
         state, now = self.read(), self.wall_ms()
         until = lease_until_ms(self.flow, self.run_end_ms, now)
         stale = stale_s(self.flow)
-        launched: Launched | None = None
-        beat = state.beat
-        if state.alive(now, stale) and beat is not None and beat.get("config") == self.config and not self.gone(beat):
-            watch = Watch(str(beat["app"]), True, dict(beat.get("counts") or {}), beat)
-            self.write(LEASE, {"app": watch.app, "until_ms": until, "by": self.by})
-            log.info("flow %s: copy application %s adopted (round %s)", self.flow.name, watch.app, beat.get("round"))
-        else:
-            watch = Watch(new_app_id(self.flow), False)
-            self.write(LEASE, {"app": watch.app, "until_ms": until, "by": self.by})
-            why = (
-                "its driver is gone"
-                if beat is not None and self.gone(beat)
-                else _why_new(state, now, stale, self.config)
+        beat = state.holder_beat()
+        ahead_s = float(self.flow.copy_round_seconds) + RENEW_AHEAD_S
+        if state.adoptable(now, stale, ahead_s, self.config) and state.lease and not (beat and self.gone(beat)):
+            lease = state.lease
+            watch = Watch(str(lease["app"]), True, dict((beat or {}).get("counts") or {}), beat)
+            # never shorten it: an older run's retry may adopt after a newer run extended it
+            self.write(LEASE, {**lease, "until_ms": max(until, int(lease.get("until_ms", 0))), "by": self.by})
+            log.info(
+                "flow %s: copy application %s adopted (round %s)", self.flow.name, watch.app, (beat or {}).get("round")
             )
-            log.info("flow %s: copy application %s submitted (%s)", self.flow.name, watch.app, why)
-            launched = self.submit(watch.app, (until - now) / 1000)
+            return self._watch(watch, None, int(lease.get("submitted_ms", now)), stale)
+        why = "its driver is gone" if beat is not None and self.gone(beat) else _why_new(state, now, stale, self.config)
+        watch = Watch(new_app_id(self.flow), False)
+        log.info("flow %s: copy application %s submitted (%s)", self.flow.name, watch.app, why)
+        launched = self.submit(watch.app, (until - now) / 1000, now)
+        try:  # after the submission: a lease naming an application that never started would stop the running one
+            self.write(
+                LEASE, {"app": watch.app, "until_ms": until, "by": self.by, "config": self.config, "submitted_ms": now}
+            )
+        except BaseException:
+            launched.stop()
+            raise
         return self._watch(watch, launched, now, stale)
 
     def _watch(self, watch: Watch, launched: Launched | None, begun: int, stale: float) -> dict[str, Any]:
@@ -120,6 +133,16 @@ class Supervisor:
 
     def _look(self, watch: Watch, state: AppState, now: int, begun: int, stale: float) -> dict[str, Any] | None:
         """One look at the records: the task's totals when it stops watching, None to watch on; raises."""
+        lease = state.lease
+        if lease is not None and lease.get("app") != watch.app:  # before its end: a handed-over end is no failure
+            log.warning(
+                "flow %s: %s took the lease for copy application %s; this run stops watching %s",
+                self.flow.name,
+                lease.get("by"),
+                lease.get("app"),
+                watch.app,
+            )
+            return watch.summary()
         beat = state.beat if state.beat is not None and state.beat.get("app") == watch.app else None
         if beat is not None:
             watch.last = beat
@@ -134,16 +157,6 @@ class Supervisor:
                     f"{self._where(watch)}: its driver (pid {beat.get('pid')} on {beat.get('host')}) is gone without a "
                     "last heartbeat (killed?); the next try submits a new one"
                 )
-        lease = state.lease
-        if lease is not None and lease.get("app") != watch.app:
-            log.warning(
-                "flow %s: %s took the lease for copy application %s (a new configuration); this run stops watching %s",
-                self.flow.name,
-                lease.get("by"),
-                lease.get("app"),
-                watch.app,
-            )
-            return watch.summary()
         if watch.last is None:
             if now - begun > self.start_wait_s * 1000:
                 raise ApplicationFailed(
@@ -173,14 +186,13 @@ class Supervisor:
 
 
 def _why_new(state: AppState, now: int, stale: float, config: str) -> str:
-    beat = state.beat
-    if beat is None:
+    lease, beat = state.lease, state.holder_beat()
+    if lease is None:
         return "none ran before"
-    if beat.get("ended"):
+    if lease.get("config") != config:
+        return f"the configuration or code changed since {lease.get('app')} started; it hands over to the new one"
+    if beat is not None and beat.get("ended"):
         return f"the last one ended: {beat['ended']}"
-    if not state.alive(now, stale):
-        age_s = (now - int(beat.get("at_ms", 0))) / 1000
-        return f"the last one, {beat.get('app')}, beat {age_s:.0f} s ago or lost its lease"
-    if beat.get("config") != config:
-        return f"the configuration or code changed since {beat.get('app')} started; it hands over to the new one"
-    return "the last one is gone"
+    if beat is not None and now - int(beat.get("at_ms", 0)) >= stale * 1000:
+        return f"the last one, {lease.get('app')}, beat {(now - int(beat.get('at_ms', 0))) / 1000:.0f} s ago"
+    return f"the lease of {lease.get('app')} ends too soon to renew its ranges"

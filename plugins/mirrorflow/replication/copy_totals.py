@@ -1,9 +1,12 @@
-"""The totals of a leased copy application (`copy_app`), which forgets its finished Spark jobs as it goes: a
-year of rounds must not keep every range's result, so they are added up into counts instead."""
+"""What copy rounds did (`RoundsOutcome`), and the totals of a leased copy application (`copy_app`), which
+forgets its finished Spark jobs as it goes: a year of rounds must not keep every range's result, so they are
+added up into counts instead."""
 
 from __future__ import annotations
 
-from mirrorflow.replication.copy_task import CopyResult
+from dataclasses import dataclass, field
+
+from mirrorflow.replication.copy_task import CopyResult, CopyTask
 
 FOLDED = ("records", "bytes", "dropped", "filtered", "dead_lettered", "schema_ids_not_ours", "transactions")
 """The counts of `copy_plan.summarise` that add up."""
@@ -30,3 +33,28 @@ def add_folded(summary: dict[str, object], folded: dict[str, float]) -> None:
     records = float(str(summary.get("records", 0) or 0))
     if folded and records:
         summary["avg_latency_ms"] = round((kept_sum + folded.get("latency_sum_ms", 0)) / records, 1)
+
+
+@dataclass
+class RoundsOutcome:
+    """What the rounds did: every finished range's result, every group started (for `idle_counts`), counts."""
+
+    results: list[CopyResult]
+    groups: list[list[CopyTask]]
+    rounds: int = 0
+    """Rounds due (planned, or skipped because the pause check could not be made)."""
+    handovers: int = 0
+    """Rounds after the first that started Spark tasks for changed groups."""
+    restarts: int = 0
+    """Groups started again a round after their task ended."""
+    cancelled: int = 0
+    """Superseded Spark tasks cancelled (their ranges' results are not in `results`)."""
+    quiet: int = 0
+    """Partitions found quiet by the last round planned."""
+    paused: str | None = None
+    renewals: int = 0
+    """Groups a leased application started again because its lease ends later than their ranges do."""
+    folded: dict[str, float] = field(default_factory=dict)
+    """A leased application's totals of the jobs it forgot (`fold_results`), which `results` no longer holds."""
+    live: int = 0
+    """Spark jobs running after the last round."""

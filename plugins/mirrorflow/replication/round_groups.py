@@ -59,4 +59,5 @@ def why_changed(group: Group, owners: Sequence[Owner], ended: Sequence[Owner]) -
             fields = ("remote_topic", "source_topic_id", "remote_topic_id", "max_message_bytes", "state_partitions")
             diff = [f"{f} {getattr(old, f)!r}->{getattr(t, f)!r}" for f in fields if getattr(old, f) != getattr(t, f)]
             return f"{t.topic}-{t.partition}: " + ", ".join(diff)
-    return "regrouped"
+    was = sorted(sorted(p for _, p in partitions_of(g) & mine) for g in before)
+    return f"regrouped: partitions {sorted(p for _, p in mine)[:16]} were in tasks of {was[:8]}"

@@ -15,9 +15,9 @@ from pyspark.sql import SparkSession
 from mirrorflow.config.model import Flow
 from mirrorflow.replication.copy_app import APP, PAUSED, beat_body, read_state, write
 from mirrorflow.replication.copy_plan import copyable, idle_counts, plan_copy, summarise
-from mirrorflow.replication.copy_rounds import CopyRounds, RoundsOutcome
+from mirrorflow.replication.copy_rounds import CopyRounds
 from mirrorflow.replication.copy_task import CopyResult, CopyTask
-from mirrorflow.replication.copy_totals import add_folded
+from mirrorflow.replication.copy_totals import RoundsOutcome, add_folded
 from mirrorflow.replication.discovery import discover
 from mirrorflow.replication.flow_clients import FlowClients
 from mirrorflow.replication.flow_cycle import flow_paused, state_root_override
@@ -50,7 +50,10 @@ def copy_in_rounds(
         return spread_over_cores(flow, tasks, spark, interval=False, share=2, quiet_after_s=run_seconds)
 
     def run(group: list[CopyTask], name: str) -> list[CopyResult]:
-        return run_copy_groups(spark, [group], runtimes=runtimes, job_group=name)
+        seen: list[Runtime] = []
+        results = run_copy_groups(spark, [group], runtimes=seen, job_group=name)
+        runtimes.extend(r for r in seen if r not in runtimes)  # the same few environments, not one per job
+        return results
 
     def cancel(names: list[str]) -> None:
         for name in names:
@@ -106,30 +109,26 @@ def copy_in_rounds(
 
 
 class _Leased:
-    """A leased application's side of `copy_app`: reads its lease before each round, beats after it."""
+    """A leased application's side of `copy_app`: reads its lease before each round, beats after it. Once another
+    application holds the lease it writes nothing more (its heartbeat would hide the holder's)."""
 
     def __init__(self, flow: Flow, app: tuple[str, str], started_ms: int) -> None:
         self.flow, (self.app, self.config), self.started_ms = flow, app, started_ms
-        self.taken = False
+        self.taken_by: str | None = None
+        self.clients = FlowClients(flow)
 
     def lease(self) -> int | None:
-        with FlowClients(self.flow) as clients:
-            held = read_state(self.flow, clients).lease
+        held = read_state(self.flow, self.clients).lease
         if held is not None and held.get("app") == self.app:
             return int(held.get("until_ms", 0))
-        if held is not None and not self.taken:
-            self.taken = True
-            log.warning(
-                "copy application %s: %s took the lease for %s; no new round starts",
-                self.app,
-                held.get("by"),
-                held.get("app"),
-            )
+        if held is not None and self.taken_by is None:
+            self.taken_by = str(held.get("app"))
+            log.warning("copy application %s: %s took the lease for %s", self.app, held.get("by"), self.taken_by)
         return -1 if held is not None else None
 
     def beat(self, out: RoundsOutcome, ended: str | None = None) -> None:
-        with FlowClients(self.flow) as clients:
-            write(self.flow, clients, APP, beat_body(self.app, self.config, self.started_ms, out, ended))
+        if self.taken_by is None:
+            write(self.flow, self.clients, APP, beat_body(self.app, self.config, self.started_ms, out, ended))
 
     def end(self, why: str, out: RoundsOutcome | None = None) -> None:
         """The last heartbeat says why the application ended (a failed write is logged: the lease ends it)."""
@@ -137,6 +136,8 @@ class _Leased:
             self.beat(out or RoundsOutcome([], []), why)
         except Exception as err:
             log.warning("copy application %s: its last heartbeat was not written: %s", self.app, err)
+        finally:
+            self.clients.close()
 
 
 def round_master(master: str) -> str:
