@@ -294,20 +294,27 @@ def leased_rounds(stand_in: StandIn, lease: Callable[[], int | None], beats: lis
         active=stand_in.is_active,
         margin_s=0.2,
         grace_s=0.3,
-        wall_ms=lambda: stand_in.wall_ms,
+        wall_ms=lambda: BASE_MS + int(time.monotonic() * 1000),  # the lease's end is read against it
         lease=lease,
         beat=lambda out: beats.append(out.rounds),
     )
 
 
 def test_a_leased_application_runs_on_while_its_lease_grows_and_renews_its_ranges_ahead() -> None:
-    """The lease, read before every round, ends 2.5 s after the start where the run began with 1 s: the rounds go
+    """The lease, read before every round, ends 2.5 s after the start once the run began with 1 s: the rounds go
     on to the new end, the group whose ranges end at 1 s is started again ahead of that (a renewal, not a
     handover), the old task is cancelled once superseded, and every round beats."""
     stand_in = StandIn([[[task(0)]]], run_s=1.0)
     beats: list[object] = []
     began = time.monotonic()
-    out = leased_rounds(stand_in, lambda: stand_in.wall_ms + 2500, beats).copy()
+    start = BASE_MS + int(time.monotonic() * 1000)
+    reads: list[int] = []
+
+    def lease() -> int:  # the first round's read finds the lease the run began with; later ones the grown one
+        reads.append(1)
+        return start + (1000 if len(reads) == 1 else 2500)
+
+    out = leased_rounds(stand_in, lease, beats).copy()
     took = time.monotonic() - began
     assert took >= 2.3, f"the application ended after {took:.1f} s, before its lease's end"
     assert (out.renewals, out.handovers) == (1, 0) and [parts(g) for g in stand_in.jobs] == [[0], [0]]
@@ -316,8 +323,19 @@ def test_a_leased_application_runs_on_while_its_lease_grows_and_renews_its_range
     assert len(out.groups) == 1, "the forgotten job's group is dropped from the outcome"
 
 
-def test_a_leased_application_whose_lease_another_took_starts_no_new_round() -> None:
+def test_a_leased_application_whose_lease_another_took_starts_no_new_round_and_beats_no_more() -> None:
+    """Another application took the lease after the first round: no round, no renewal and no heartbeat after
+    that (its heartbeat would hide the holder's: review of session 21); one that never held it starts nothing."""
     stand_in = StandIn([[[task(0)]]], run_s=1.0)
     beats: list[object] = []
-    out = leased_rounds(stand_in, lambda: -1, beats).copy()
-    assert out.rounds <= 2 and out.renewals == 0 and len(stand_in.jobs) == 1, out
+    start = BASE_MS + int(time.monotonic() * 1000)
+    reads: list[int] = []
+
+    def lease() -> int:
+        reads.append(1)
+        return start + 1000 if len(reads) == 1 else -1
+
+    out = leased_rounds(stand_in, lease, beats).copy()
+    assert len(stand_in.jobs) == 1 and out.renewals == 0 and beats == [1], (out, beats)
+    never = StandIn([[[task(0)]]], run_s=1.0)
+    assert leased_rounds(never, lambda: -1, []).copy().rounds <= 1 and never.jobs == []

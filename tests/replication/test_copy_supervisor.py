@@ -64,6 +64,8 @@ class Records:
 
 
 class Running:
+    pid = 0
+
     def poll(self) -> int | None:
         return None
 
@@ -153,3 +155,21 @@ def test_a_handed_over_application_that_ended_is_not_a_failure(tmp_path: Any) ->
     """Its last heartbeat says it ended, but the lease moved to a new application: the run stops watching."""
     records = Records([AppState(lease(), beat()), AppState(lease(app="app-2"), beat(ended="its lease ran out"))])
     assert records.supervisor(flow(tmp_path), run_s=600).supervise()["app"] == "app-1"
+
+
+def test_a_holder_that_never_beat_is_not_adopted_after_its_start_wait(tmp_path: Any) -> None:
+    """Its spark-submit died before the first heartbeat (review of session 21: adopted forever, every run failed
+    and replication stayed down): past the start wait a new one is submitted."""
+    held = {**lease(app="app-2"), "submitted_ms": NOW - 601_000}
+    records = Records([AppState(held, beat())])
+    f = flow(tmp_path)
+
+    def read() -> AppState:
+        records.reads += 1
+        if not records.submitted:
+            return AppState(held, beat())
+        return AppState(lease(app=records.submitted[0]), beat(app=records.submitted[0], at=records.now))
+
+    records.read = read  # type: ignore[method-assign]
+    records.supervisor(f).supervise()
+    assert len(records.submitted) == 1

@@ -306,7 +306,7 @@ class MirrorflowCopyOperator(SparkSubmitOperator):
         """A leased application (`airflow/copy_app_task.py`): adopt the flow's running one or submit a detached
         one, and watch it until this DAG run's end; returns this run's totals."""
         flow = load_flow(self.config_path, self.flow_name, self.clusters)
-        config = config_id(self.config_path, flow, self.clusters, dict(self.conf or {}))
+        config = config_id(self.config_path, flow, self.clusters, master)
         dag_run, ti = context.get("dag_run"), context.get("ti")
         started = getattr(dag_run, "start_date", None)
         begin_ms = int(started.timestamp() * 1000) if started is not None else int(time.time() * 1000)

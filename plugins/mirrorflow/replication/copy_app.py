@@ -72,12 +72,14 @@ def lease_until_ms(flow: Flow, run_end_ms: int, now_ms: int) -> int:
     return max(run_end_ms, now_ms) + int(ahead_s * 1000)
 
 
-def config_id(config_path: str, flow: Flow, clusters: list[str] | None, spark_conf: Mapping[str, str]) -> str:
-    """What a running application must share with its supervisor to be adopted: the config file's settings, the
-    flow, `--clusters`, the Spark configuration it is submitted with and the installed Mirrorflow code (its
-    files' contents). A change to any of them starts a new application that takes over from the old one. Secret
-    values (keys `is_secret_key` flags, written in clear) are left out, so no hash of a secret is written
-    anywhere: after changing only a secret, stop the application (docs/airflow.md)."""
+def config_id(config_path: str, flow: Flow, clusters: list[str] | None, master: str) -> str:
+    """What a running application must share with its supervisor to be adopted: the config file's settings
+    (`mirrorflow.spark.conf.*` among them), the flow, `--clusters`, the Spark master and the installed Mirrorflow
+    code (its files' contents). A change to any of them starts a new application that takes over from the old
+    one. Not the Spark settings derived from partition counts (they would start a new application whenever a
+    topic grows), nor what `${env:}`/`${file:}` references and Airflow connections resolve to. Secret values
+    (keys `is_secret_key` flags, written in clear) are left out, so no hash of a secret is written anywhere:
+    after changing only a secret, restart the application (docs/airflow.md)."""
     from mirrorflow.config.issues import IssueLog
     from mirrorflow.config.keys import is_secret_key
     from mirrorflow.config.properties_file import read_properties
@@ -85,8 +87,7 @@ def config_id(config_path: str, flow: Flow, clusters: list[str] | None, spark_co
     props = read_properties(config_path, IssueLog(config_path))
     values = props.values if props is not None else {}
     settings = sorted((k, "<secret>" if is_secret_key(k) else v) for k, v in values.items())
-    conf = sorted((k, "<secret>" if is_secret_key(k) else v) for k, v in spark_conf.items())
-    digest = hashlib.sha256(json.dumps([settings, conf, flow.name, clusters or []]).encode())
+    digest = hashlib.sha256(json.dumps([settings, master, flow.name, clusters or []]).encode())
     package = Path(__file__).resolve().parents[1]
     for path in sorted(package.rglob("*.py")):
         digest.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes())
@@ -108,16 +109,16 @@ class AppState:
             return None
         return beat
 
-    def adoptable(self, now_ms: int, stale: float, ahead_s: float, config: str) -> bool:
-        """Whether a supervisor may adopt the lease's application: started for `config`, its lease running at
+    def adoptable(self, now_ms: int, stale: float, ahead_s: float, config: str, start_wait_s: float) -> bool:
+        """Whether a supervisor may adopt the lease's application: submitted for `config`, its lease running at
         least `ahead_s` more (time to renew its ranges before they end), and either beating within `stale`
-        seconds without having ended, or not beaten yet (starting: the watch gives it `stale` seconds more)."""
+        seconds without having ended, or submitted less than `start_wait_s` ago and not beaten yet (starting)."""
         lease = self.lease
         if lease is None or lease.get("config") != config or int(lease.get("until_ms", 0)) < now_ms + ahead_s * 1000:
             return False
         beat = self.holder_beat()
         if beat is None:
-            return True
+            return now_ms - int(lease.get("submitted_ms", 0)) < start_wait_s * 1000
         return not beat.get("ended") and now_ms - int(beat.get("at_ms", 0)) < stale * 1000
 
 

@@ -132,7 +132,7 @@ class CopyRounds:
         overlap = handover_seconds if 0 < handover_seconds < run_seconds and lease is None else 0.0
         self._last_round_s = max(0.0, run_seconds - overlap - self._margin_s)
         self._lease, self._beat = lease, beat
-        self._t0, self._t0_wall_ms = 0.0, 0
+        self._t0, self._leased_ms = 0.0, 0
         self._base_ms, self._try = run_started_ms, max(try_number, 0)
         self._plan, self._run, self._cancel, self._paused = plan, run, cancel, paused
         self._active = active or (lambda name: True)
@@ -147,16 +147,15 @@ class CopyRounds:
         """Round `index`'s claim start (0-based): ordered by try, then round; never as late as the next run, nor
         after now (a claim dated after a reader's now is ordered by epoch alone, `copy_claims`: a cleared run's
         start is reset to its clearing while its try number keeps counting), nor before the run's start."""
+        if self._lease is not None:  # only the lease's holder plans, so its newest round owns the partitions
+            return max(self._base_ms, self._leased_ms)
         offset = try_started_ms(0, self._try) + min(index, TRY_SPAN_MS - 1)
-        latest = self._wall_ms()
-        if self._lease is None:
-            latest = min(self._base_ms + int(self._last_round_s * 1000), latest)
+        latest = min(self._base_ms + int(self._last_round_s * 1000), self._wall_ms())
         return max(self._base_ms, min(self._base_ms + offset, latest))
 
     def copy(self) -> RoundsOutcome:
         """Runs the rounds; raises the first failure of a job (the others cancelled) or of the first plan."""
         t0 = self._t0 = self._clock()
-        self._t0_wall_ms = self._wall_ms()
         out = RoundsOutcome([], [])
         next_round = 0.0
         try:
@@ -167,6 +166,7 @@ class CopyRounds:
                 if not more and self._lease is not None and elapsed >= next_round:  # a lease may grow until the end
                     next_round = elapsed + self._round_s
                     more = self._extend() and self._in_time(elapsed)
+                    next_round = elapsed if more else next_round  # a lease that grew late: the round now
                 if not more and all(job.done for job in self._jobs):
                     break
                 if elapsed > self._run_s + END_GRACE_S:
@@ -176,7 +176,7 @@ class CopyRounds:
                 if more and elapsed >= next_round:
                     out.rounds += 1
                     next_round = max(out.rounds * self._round_s, elapsed + self._round_s / 2)  # not back to back
-                    if out.rounds > 1 and not self._extend():
+                    if not self._extend():
                         continue  # another application holds the lease: no round, no heartbeat of ours
                     if out.rounds == 1 or self._may_plan(out):
                         self._round(out, self._run_s - elapsed)
@@ -204,9 +204,11 @@ class CopyRounds:
 
     def _extend(self) -> bool:
         """A leased application runs on to its lease's end when the lease (for this application) ends later.
-        False once another application holds the lease: this one starts no new round and ends with its ranges."""
+        False once another application holds the lease: this one starts no new round and ends with its ranges.
+        Read before every round: the round's claims are dated at this read (`round_started_ms`)."""
         if self._lease is None:
             return True
+        self._leased_ms = self._wall_ms()
         try:
             until_ms = self._lease()
         except Exception as err:
@@ -215,7 +217,8 @@ class CopyRounds:
         if until_ms is not None and until_ms < 0:
             self._last_round_s = min(self._last_round_s, self._clock() - self._t0)
             return False
-        run_s = (until_ms - self._t0_wall_ms) / 1000 if until_ms is not None else 0.0
+        elapsed = self._clock() - self._t0  # the lease's end from now: a wall-clock step moves nothing
+        run_s = elapsed + (until_ms - self._leased_ms) / 1000 if until_ms is not None else 0.0
         if run_s > self._run_s:
             self._run_s = run_s
             self._last_round_s = max(0.0, run_s - self._margin_s)
@@ -264,7 +267,10 @@ class CopyRounds:
             log.warning("copy round %d not planned (the running Spark tasks copy on): %s", out.rounds, err)
             return
         owners = [job for job in self._jobs if job.superseded_by is None and not job.cancelled]
-        ended = [job for job in owners if job.ended_at is not None and self._clock() - job.ended_at >= self._round_s]
+        now = self._clock()
+        ended = [
+            j for j in owners if j.ended_at is not None and (now - j.ended_at >= self._round_s or self._expired(j))
+        ]
         gone = {id(job) for job in ended}
         owners = [job for job in owners if id(job) not in gone]
         renewed = {id(job) for job in owners if self._renews(job)}
@@ -328,6 +334,12 @@ class CopyRounds:
             out.cancelled += len(late)
             log.info("%d superseded Spark tasks still running are cancelled", len(late))
             self._cancel([job.name for job in late])
+
+    def _expired(self, job: _Job) -> bool:
+        """A leased application's job whose ranges ran to their planned end (not taken by another copy) while the
+        lease now runs on: started again at once, not a round later."""
+        ended = job.ended_at or 0.0
+        return self._lease is not None and ended >= job.ends_at - 1.0 and self._t0 + self._run_s > ended + 1.0
 
     def _renews(self, job: _Job) -> bool:
         """Whether a leased application starts `job`'s group again: its ranges end within a round (and

@@ -7,6 +7,7 @@ callable (`airflow/spark.py` starts a detached `spark-submit`), so the decisions
 from __future__ import annotations
 
 import logging
+import socket
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -36,6 +37,9 @@ the first round's discovery and plan)."""
 
 class Launched(Protocol):
     """A submitted application's `spark-submit` process, as far as this task can see it."""
+
+    @property
+    def pid(self) -> int: ...
 
     def poll(self) -> int | None: ...
 
@@ -85,7 +89,8 @@ class Supervisor:
         stale = stale_s(self.flow)
         beat = state.holder_beat()
         ahead_s = float(self.flow.copy_round_seconds) + RENEW_AHEAD_S
-        if state.adoptable(now, stale, ahead_s, self.config) and state.lease and not (beat and self.gone(beat)):
+        adoptable = state.adoptable(now, stale, ahead_s, self.config, self.start_wait_s)
+        if adoptable and state.lease and not self.gone(beat or state.lease):  # the lease names its spark-submit
             lease = state.lease
             watch = Watch(str(lease["app"]), True, dict((beat or {}).get("counts") or {}), beat)
             # never shorten it: an older run's retry may adopt after a newer run extended it
@@ -94,14 +99,14 @@ class Supervisor:
                 "flow %s: copy application %s adopted (round %s)", self.flow.name, watch.app, (beat or {}).get("round")
             )
             return self._watch(watch, None, int(lease.get("submitted_ms", now)), stale)
-        why = "its driver is gone" if beat is not None and self.gone(beat) else _why_new(state, now, stale, self.config)
+        gone = state.lease is not None and self.gone(beat or state.lease)
+        why = "its driver is gone" if gone else _why_new(state, now, stale, self.config)
         watch = Watch(new_app_id(self.flow), False)
         log.info("flow %s: copy application %s submitted (%s)", self.flow.name, watch.app, why)
         launched = self.submit(watch.app, (until - now) / 1000, now)
         try:  # after the submission: a lease naming an application that never started would stop the running one
-            self.write(
-                LEASE, {"app": watch.app, "until_ms": until, "by": self.by, "config": self.config, "submitted_ms": now}
-            )
+            body = {"app": watch.app, "until_ms": until, "by": self.by, "config": self.config, "submitted_ms": now}
+            self.write(LEASE, {**body, "host": socket.gethostname(), "pid": launched.pid})
         except BaseException:
             launched.stop()
             raise
@@ -195,4 +200,6 @@ def _why_new(state: AppState, now: int, stale: float, config: str) -> str:
         return f"the last one ended: {beat['ended']}"
     if beat is not None and now - int(beat.get("at_ms", 0)) >= stale * 1000:
         return f"the last one, {lease.get('app')}, beat {(now - int(beat.get('at_ms', 0))) / 1000:.0f} s ago"
+    if beat is None:
+        return f"{lease.get('app')} did not beat within {START_WAIT_S:.0f} s of its submission"
     return f"the lease of {lease.get('app')} ends too soon to renew its ranges"

@@ -109,8 +109,8 @@ def copy_in_rounds(
 
 
 class _Leased:
-    """A leased application's side of `copy_app`: reads its lease before each round, beats after it. Once another
-    application holds the lease it writes nothing more (its heartbeat would hide the holder's)."""
+    """A leased application's side of `copy_app`: reads its lease before each round, beats after it. While
+    another application holds the lease it writes nothing (its heartbeat would hide the holder's)."""
 
     def __init__(self, flow: Flow, app: tuple[str, str], started_ms: int) -> None:
         self.flow, (self.app, self.config), self.started_ms = flow, app, started_ms
@@ -120,19 +120,28 @@ class _Leased:
     def lease(self) -> int | None:
         held = read_state(self.flow, self.clients).lease
         if held is not None and held.get("app") == self.app:
+            self.taken_by = None  # named again (an adopter wrote it back): this one plans and beats again
             return int(held.get("until_ms", 0))
-        if held is not None and self.taken_by is None:
+        if held is not None and self.taken_by != str(held.get("app")):
             self.taken_by = str(held.get("app"))
-            log.warning("copy application %s: %s took the lease for %s", self.app, held.get("by"), self.taken_by)
+            log.warning("copy application %s: %s holds the lease for %s", self.app, held.get("by"), self.taken_by)
         return -1 if held is not None else None
 
     def beat(self, out: RoundsOutcome, ended: str | None = None) -> None:
-        if self.taken_by is None:
+        if self.taken_by is not None:
+            return
+        try:
             write(self.flow, self.clients, APP, beat_body(self.app, self.config, self.started_ms, out, ended))
+        except Exception:
+            self.clients.close()  # a producer in a fatal state would fail every heartbeat: a new one next time
+            self.clients = FlowClients(self.flow)
+            raise
 
     def end(self, why: str, out: RoundsOutcome | None = None) -> None:
-        """The last heartbeat says why the application ended (a failed write is logged: the lease ends it)."""
+        """The last heartbeat says why the application ended, unless the lease moved meanwhile (read again: the
+        holder's heartbeat must stay the last). A failed write is logged: the lease ends it anyway."""
         try:
+            self.lease()
             self.beat(out or RoundsOutcome([], []), why)
         except Exception as err:
             log.warning("copy application %s: its last heartbeat was not written: %s", self.app, err)
