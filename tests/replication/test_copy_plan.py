@@ -213,3 +213,13 @@ def test_quiet_means_empty_or_nothing_produced_nor_copied_since_the_cutoff() -> 
     # 0: copied (at least once, same timestamp); 1: a marker committed after it; 2: empty; 3: produced after the
     # cutoff; 4: produced after the copy's last write (a backlog); 5: the copy wrote after the cutoff; 6: not listed.
     assert classify(ranges(7), source, remote, cutoff_ms=1_000) == {("t", 0), ("t", 1), ("t", 2)}
+
+
+def test_a_source_said_empty_while_its_copy_writes_now_is_busy() -> None:
+    """The deployed bench (session 21) saw a busy partition at 46k records/s classified quiet for one round at a
+    time (the broker's newest-timestamp answer for it came back with no offset, read as "empty"), which
+    regrouped every Spark task of the leased application at three rounds in a row: a source answer of "empty"
+    counts only when the remote partition has had no write since the cutoff either."""
+    source = {("t", 0): -1, ("t", 1): -1}
+    remote = {("A.t", 0): 5_000, ("A.t", 1): -1}
+    assert classify(ranges(2), source, remote, cutoff_ms=1_000) == {("t", 1)}

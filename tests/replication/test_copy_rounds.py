@@ -297,6 +297,7 @@ def leased_rounds(stand_in: StandIn, lease: Callable[[], int | None], beats: lis
         wall_ms=lambda: BASE_MS + int(time.monotonic() * 1000),  # the lease's end is read against it
         lease=lease,
         beat=lambda out: beats.append(out.rounds),
+        lease_wait_s=0.3,
     )
 
 
@@ -312,7 +313,7 @@ def test_a_leased_application_runs_on_while_its_lease_grows_and_renews_its_range
 
     def lease() -> int:  # the first round's read finds the lease the run began with; later ones the grown one
         reads.append(1)
-        return start + (1000 if len(reads) == 1 else 2500)
+        return start + (1000 if len(reads) <= 2 else 2500)  # the start-up wait reads it too
 
     out = leased_rounds(stand_in, lease, beats).copy()
     took = time.monotonic() - began
@@ -333,7 +334,7 @@ def test_a_leased_application_whose_lease_another_took_starts_no_new_round_and_b
 
     def lease() -> int:
         reads.append(1)
-        return start + 1000 if len(reads) == 1 else -1
+        return start + 1000 if len(reads) <= 2 else -1
 
     out = leased_rounds(stand_in, lease, beats).copy()
     assert len(stand_in.jobs) == 1 and out.renewals == 0 and beats == [1], (out, beats)

@@ -135,9 +135,26 @@ def test_an_application_that_ended_with_an_error_fails_the_task_and_a_paused_one
 
 
 def test_a_run_that_lost_the_lease_to_a_new_application_stops_watching(tmp_path: Any) -> None:
-    records = Records([AppState(lease(), beat()), AppState(lease(app="app-2"), beat())])
+    records = Records([AppState(lease(), beat()), AppState(lease(app="app-2", until=NOW + 2_000_000), beat())])
     summary = records.supervisor(flow(tmp_path), run_s=600).supervise()
     assert summary["app"] == "app-1" and records.now < NOW + 600_000
+
+
+def test_a_new_holder_whose_lease_ends_before_this_runs_is_extended_and_watched(tmp_path: Any) -> None:
+    """An older run's retry submitted app-2 with a lease to its own (past) end: the run watching app-1 extends
+    app-2's lease to its own and watches it (review of session 21: it stopped watching, nobody extended app-2,
+    and replication stopped until the next DAG run without an error)."""
+    short = lease(app="app-2", until=NOW + 100_000)
+    states = [AppState(lease(), beat()), AppState(short, beat())]
+    states += [
+        AppState({**short, "until_ms": NOW + 900_000}, beat(app="app-2", at=NOW + 10_000 * i)) for i in range(1, 9)
+    ]
+    records = Records(states)
+    summary = records.supervisor(flow(tmp_path), run_s=30).supervise()
+    assert summary["app"] == "app-2" and summary["adopted"]
+    assert any(
+        kind == LEASE and body["app"] == "app-2" and body["until_ms"] > NOW + 100_000 for kind, body in records.writes
+    )
 
 
 def test_a_holder_that_has_not_beaten_yet_is_adopted_and_the_lease_never_shortened(tmp_path: Any) -> None:
@@ -153,7 +170,8 @@ def test_a_holder_that_has_not_beaten_yet_is_adopted_and_the_lease_never_shorten
 
 def test_a_handed_over_application_that_ended_is_not_a_failure(tmp_path: Any) -> None:
     """Its last heartbeat says it ended, but the lease moved to a new application: the run stops watching."""
-    records = Records([AppState(lease(), beat()), AppState(lease(app="app-2"), beat(ended="its lease ran out"))])
+    moved = lease(app="app-2", until=NOW + 2_000_000)
+    records = Records([AppState(lease(), beat()), AppState(moved, beat(ended="its lease ran out"))])
     assert records.supervisor(flow(tmp_path), run_s=600).supervise()["app"] == "app-1"
 
 

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from mirrorflow.config.model import Flow
-from mirrorflow.replication.copy_app import read_state, write
+from mirrorflow.core.errors import MirrorflowError
+from mirrorflow.replication.copy_app import LEASE, read_state, write
 from mirrorflow.replication.copy_rounds import rounds_apply
 from mirrorflow.replication.copy_supervisor import Launched, Supervisor
 from mirrorflow.replication.flow_clients import FlowClients
@@ -147,3 +148,24 @@ def supervise(
             write=lambda kind, body: write(flow, clients, kind, body),
         )
         return supervisor.supervise()
+
+
+def revoke_lease(flow: Flow, by: str, log: Any) -> None:
+    """A continuous exactly-once copy without a lease (rounds turned off, or a master or executor where there is
+    none) first takes the lease from a leased application still running: that one then starts no round, whose
+    newer claims would otherwise make this run's ranges leave their partitions. Best effort: a failure is logged
+    (the leased application then ends with its lease, at most a DAG run later)."""
+    if flow.delivery != "exactly-once":
+        return
+    try:
+        with FlowClients(flow) as clients:
+            held = read_state(flow, clients).lease
+            if held is not None and held.get("app") and int(held.get("until_ms", 0)) > time.time() * 1000:
+                write(flow, clients, LEASE, {"app": "", "until_ms": 0, "by": by, "config": ""})
+                log.warning(
+                    "flow %s: copy application %s told to stop (this run copies without a lease)",
+                    flow.name,
+                    held["app"],
+                )
+    except MirrorflowError as err:
+        log.warning("flow %s: a leased copy application's lease could not be checked: %s", flow.name, err)

@@ -31,7 +31,7 @@ from typing import Any
 from airflow.providers.apache.spark.hooks.spark_submit import _mask_sensitive_values
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-from mirrorflow.airflow.copy_app_task import leased, supervise, with_run_seconds
+from mirrorflow.airflow.copy_app_task import leased, revoke_lease, supervise, with_run_seconds
 from mirrorflow.airflow.embedded import REPO
 from mirrorflow.airflow.spark_sizing import submit_conf, timeout_message
 from mirrorflow.airflow.tasks import fail_fast, find_flow, load_flow, skip_if_paused
@@ -267,6 +267,9 @@ class MirrorflowCopyOperator(SparkSubmitOperator):
                 finally:
                     self.application_args, self.env_vars = base_args, base_env
                     self.py_files, self.conf, self.files = (*base_ship, base_files)
+            if self.copy_mode == "continuous":
+                by = f"DAG run {getattr(context.get('dag_run'), 'run_id', '-')}"
+                revoke_lease(load_flow(self.config_path, self.flow_name, self.clusters), by, self.log)
             if is_standalone(master):
                 self.py_files = ",".join(filter(None, [base_ship[0], str(package_py_files(Path(tmp)))]))
                 # `spark.archives` is `--archives` (the provider keeps its own argument private).
@@ -287,6 +290,10 @@ class MirrorflowCopyOperator(SparkSubmitOperator):
                 summary = None
             if summary is None:
                 return None
+        return self._result(summary, master)
+
+    def _result(self, summary: dict[str, Any], master: str) -> dict[str, Any]:
+        """The job's totals for XCom, and the log's word on slots held by idle partitions."""
         result = {key: summary[key] for key in (*SUMMARY_KEYS, *SLOT_KEYS) if key in summary}
         result.update(flow=self.flow_name, master=master, partitions=summary.get("partitions", 0))
         self.log.info("flow %s: copied %s", self.flow_name, result)

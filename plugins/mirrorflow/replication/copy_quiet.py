@@ -61,14 +61,15 @@ def classify(
     cutoff_ms: int,
 ) -> set[Partition]:
     """The quiet partitions among `tasks` (see the module docstring), from the newest timestamps found (-1 for an
-    empty partition); a partition missing from either lookup is busy."""
+    empty partition); a partition missing from either lookup is busy, and so is one the source calls empty while
+    its copy wrote after the cutoff (a busy partition's answer sometimes comes back without an offset)."""
     quiet: set[Partition] = set()
     for task in tasks:
         newest = source_newest.get((task.topic, task.partition))
         written = remote_newest.get((task.remote_topic, task.partition))
         if newest is None or written is None:
             continue
-        if newest < 0 or (newest < cutoff_ms and newest <= written < cutoff_ms):
+        if (newest < 0 and written < cutoff_ms) or (newest < cutoff_ms and newest <= written < cutoff_ms):
             quiet.add((task.topic, task.partition))
     return quiet
 

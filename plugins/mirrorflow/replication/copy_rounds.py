@@ -1,29 +1,17 @@
-"""Rounds of a continuous exactly-once copy inside one Spark application (issue 19,
-`mirrorflow.copy.round.seconds`; docs/airflow.md "Rounds inside one Spark application" has the whole story).
+"""Rounds of a continuous exactly-once copy inside one Spark application (issue 19, `mirrorflow.copy.round.seconds`;
+docs/airflow.md "Rounds inside one Spark application" and "The leased application" tell the whole story).
 
-The application plans again every `round.seconds`, and each group of ranges (one Spark task) runs as a Spark job
-of its own. A round starts a job for every planned group that no job of this run copies (`round_groups.
-same_ranges`: new partitions, a regrouping, a re-created topic, a changed `max.message.bytes`); a round that
-changes nothing starts nothing. A group whose task ended early (a failover's drain, an interval copy, the next
-DAG run took its partitions) starts again only once it has been ended for a whole round: a drain is left a round
-to finish, and a newer run keeps what it owns (the restarted ranges find its claim and leave).
-
-A new task fences the running ranges of its partitions (same transactional ids; claims ordered by run start,
-`copy_claims`); the superseded task's ranges end as handed over when they next write. One still running
-`SUPERSEDED_GRACE_S` after every task replacing it became active copies nothing and is cancelled; the failure of
-a superseded task is logged, not the run's.
-
-Claims: round k of Airflow try t claims at the DAG run's start + (t - 1) * `TRY_SPAN_MS` + k ms, capped at
-`run.seconds - handover.seconds - ROUND_MARGIN_S` after it and at the driver's now, so the next DAG run is newer
-than every round of this one and a retry newer than the try it replaces. No round starts after that time; jobs
-still running `END_GRACE_S` after the run's end are cancelled. A leased application (`copy_app`) outlives its
-DAG run: its end is its lease's, read before every round; its ranges are planned to that end and renewed a round
-ahead when the lease grows; it forgets finished jobs (`copy_totals`) and beats after every round.
-
-Two rounds' tasks run at once for a moment, so the application holds twice the slots one plan needs
-(`spark.copy_rounds_job.round_master`). Before each round after the first the pause marker is read: a paused
-flow's tasks are cancelled; a check that cannot be made skips the round. This module only decides; planning,
-running and cancelling Spark jobs are the caller's (tests/replication/test_copy_rounds.py tests it without Spark).
+Every `round.seconds` the application plans again and starts a Spark job (one task) for each planned group no
+job of this run copies (`round_groups.same_ranges`); a round that changes nothing starts nothing. A group whose
+task ended early (a drain, the next DAG run) starts again only after a whole round. A new task fences the running
+ranges of its partitions; a superseded task still running `SUPERSEDED_GRACE_S` after its successors became
+active is cancelled. Claims: round k of Airflow try t claims at the DAG run's start + (t - 1) * `TRY_SPAN_MS` + k
+ms, capped before the next DAG run and at now. A leased application (`copy_app`) instead reads its lease before
+every round, plans only while it holds it, dates each round's claims at that read, runs to the lease's end,
+renews its ranges a round ahead when the lease grows, forgets finished jobs (`copy_totals`), beats after every
+round, and fails when it cannot plan for as long as a supervisor believes a heartbeat. The pause marker is read
+before each round after the first (paused: every task cancelled; unknown: the round skipped). This module only
+decides; the caller plans, runs and cancels (tests/replication/test_copy_rounds.py tests it without Spark).
 """
 
 from __future__ import annotations
@@ -50,6 +38,8 @@ END_GRACE_S = 120.0
 """How long after the run's end jobs may still run (their ranges end by themselves) before they are cancelled."""
 TRY_SPAN_MS = 10_000
 """Claim-start milliseconds per Airflow try: round k of try t claims at the run's start + (t - 1) * span + k."""
+LEASE_WAIT_S = 30.0
+"""How long a leased application waits at its start for the lease naming it."""
 RENEW_AHEAD_S = 30.0
 """Leased applications: a round renews a group whose ranges end within a round and this long, so that its
 successor is copying before they stop."""
@@ -125,6 +115,7 @@ class CopyRounds:
         wall_ms: Callable[[], int] = lambda: int(time.time() * 1000),
         margin_s: float | None = None,
         grace_s: float | None = None,
+        lease_wait_s: float = LEASE_WAIT_S,
     ) -> None:
         self._run_s, self._round_s = run_seconds, round_seconds
         self._margin_s = ROUND_MARGIN_S if margin_s is None else margin_s
@@ -132,12 +123,14 @@ class CopyRounds:
         overlap = handover_seconds if 0 < handover_seconds < run_seconds and lease is None else 0.0
         self._last_round_s = max(0.0, run_seconds - overlap - self._margin_s)
         self._lease, self._beat = lease, beat
-        self._t0, self._leased_ms = 0.0, 0
+        self._t0, self._leased_ms, self._held, self._planned = 0.0, 0, False, 0.0
         self._base_ms, self._try = run_started_ms, max(try_number, 0)
         self._plan, self._run, self._cancel, self._paused = plan, run, cancel, paused
         self._active = active or (lambda name: True)
         self._clock, self._wall_ms = clock, wall_ms
         self._grace_s = SUPERSEDED_GRACE_S if grace_s is None else grace_s
+        self._plan_wait_s = 3 * round_seconds + 60.0  # as long as a supervisor believes a heartbeat
+        self._lease_wait_s = lease_wait_s
         self._wake = threading.Event()
         self._stopping = False
         self._jobs: list[_Job] = []
@@ -155,7 +148,8 @@ class CopyRounds:
 
     def copy(self) -> RoundsOutcome:
         """Runs the rounds; raises the first failure of a job (the others cancelled) or of the first plan."""
-        t0 = self._t0 = self._clock()
+        t0 = self._t0 = self._planned = self._clock()
+        self._await_lease()
         out = RoundsOutcome([], [])
         next_round = 0.0
         try:
@@ -202,19 +196,30 @@ class CopyRounds:
         last_ms = self._base_ms + int(self._last_round_s * 1000)
         return elapsed <= self._last_round_s and (self._lease is not None or self._wall_ms() < last_ms)
 
+    def _await_lease(self) -> None:
+        """A leased application's supervisor writes the lease just after submitting it: wait for it (up to
+        `LEASE_WAIT_S`) rather than take the previous holder's lease for another's and end at once."""
+        if self._lease is None:
+            return
+        waited = self._clock()
+        while not self._extend() and self._clock() - waited < self._lease_wait_s:
+            self._wake.wait(1.0)
+        self._last_round_s = max(0.0, self._run_s - self._margin_s) if self._held else self._last_round_s
+
     def _extend(self) -> bool:
         """A leased application runs on to its lease's end when the lease (for this application) ends later.
         False once another application holds the lease: this one starts no new round and ends with its ranges.
         Read before every round: the round's claims are dated at this read (`round_started_ms`)."""
         if self._lease is None:
             return True
-        self._leased_ms = self._wall_ms()
+        self._leased_ms = max(self._wall_ms(), self._leased_ms + 1)  # never back: a renewal is newer than its job
         try:
             until_ms = self._lease()
         except Exception as err:
-            log.warning("the copy application's lease could not be read (it ends as leased before): %s", err)
-            return True
-        if until_ms is not None and until_ms < 0:
+            log.warning("the copy application's lease could not be read (it plans only as its holder): %s", err)
+            return self._held
+        self._held = until_ms is not None and until_ms >= 0
+        if not self._held:  # another application holds it (or none does): no round, no heartbeat of ours
             self._last_round_s = min(self._last_round_s, self._clock() - self._t0)
             return False
         elapsed = self._clock() - self._t0  # the lease's end from now: a wall-clock step moves nothing
@@ -262,10 +267,13 @@ class CopyRounds:
         try:
             groups, out.quiet = self._plan(left_s, self.round_started_ms(out.rounds - 1))
         except Exception as err:
-            if out.rounds == 1:
+            # A leased application can run for months: one that cannot plan for a while must fail (and so be
+            # replaced), not beat on while its ranges run out.
+            if out.rounds == 1 or (self._lease is not None and self._clock() - self._planned > self._plan_wait_s):
                 raise
             log.warning("copy round %d not planned (the running Spark tasks copy on): %s", out.rounds, err)
             return
+        self._planned = self._clock()
         owners = [job for job in self._jobs if job.superseded_by is None and not job.cancelled]
         now = self._clock()
         ended = [

@@ -80,12 +80,14 @@ class Supervisor:
     gone: Callable[[Mapping[str, Any]], bool] = process_gone
     poll_s: float = POLL_S
     start_wait_s: float = START_WAIT_S
+    _until: int = 0
+    _begun: int = 0
 
     def supervise(self) -> dict[str, Any]:
         """Adopts or submits, then watches until the DAG run's end; returns this run's totals (`Watch.summary`).
         Raises `ApplicationFailed` when the application fails, stops beating, or never beats."""
         state, now = self.read(), self.wall_ms()
-        until = lease_until_ms(self.flow, self.run_end_ms, now)
+        until = self._until = lease_until_ms(self.flow, self.run_end_ms, now)
         stale = stale_s(self.flow)
         beat = state.holder_beat()
         ahead_s = float(self.flow.copy_round_seconds) + RENEW_AHEAD_S
@@ -103,6 +105,8 @@ class Supervisor:
         why = "its driver is gone" if gone else _why_new(state, now, stale, self.config)
         watch = Watch(new_app_id(self.flow), False)
         log.info("flow %s: copy application %s submitted (%s)", self.flow.name, watch.app, why)
+        if state.lease is not None:  # a newer run's longer lease is kept: it may have stopped watching already
+            until = max(until, int(state.lease.get("until_ms", 0)))
         launched = self.submit(watch.app, (until - now) / 1000, now)
         try:  # after the submission: a lease naming an application that never started would stop the running one
             body = {"app": watch.app, "until_ms": until, "by": self.by, "config": self.config, "submitted_ms": now}
@@ -113,12 +117,13 @@ class Supervisor:
         return self._watch(watch, launched, now, stale)
 
     def _watch(self, watch: Watch, launched: Launched | None, begun: int, stale: float) -> dict[str, Any]:
-        last_ok = begun
+        last_ok, mine = begun, watch.app
+        self._begun = begun
         while True:
             now = self.wall_ms()
             if now >= self.run_end_ms and watch.last is not None:
                 return watch.summary()
-            if launched is not None and (code := launched.poll()) is not None:
+            if launched is not None and watch.app == mine and (code := launched.poll()) is not None:
                 return self._ended(watch, launched, code)
             try:
                 state = self.read()
@@ -131,7 +136,7 @@ class Supervisor:
                 log.warning("%s; its heartbeat could not be read now: %s", self._where(watch), err)
                 self.sleep(self.poll_s)
                 continue
-            done = self._look(watch, state, now, begun, stale)
+            done = self._look(watch, state, now, self._begun, stale)
             if done is not None:
                 return done
             self.sleep(self.poll_s)
@@ -139,6 +144,16 @@ class Supervisor:
     def _look(self, watch: Watch, state: AppState, now: int, begun: int, stale: float) -> dict[str, Any] | None:
         """One look at the records: the task's totals when it stops watching, None to watch on; raises."""
         lease = state.lease
+        if lease is not None and lease.get("app") != watch.app and int(lease.get("until_ms", 0)) < self._until:
+            # A newer holder whose lease ends before this run's would: extend it and watch it instead (the run
+            # that submitted it may have ended, and nobody would extend it until the next DAG run).
+            self.write(LEASE, {**lease, "until_ms": self._until, "by": self.by})
+            log.warning(
+                "flow %s: copy application %s took over from %s; watching it", self.flow.name, lease["app"], watch.app
+            )
+            watch.app, watch.adopted, watch.first, watch.last = str(lease["app"]), True, {}, None
+            self._begun = int(lease.get("submitted_ms", now))
+            return None
         if lease is not None and lease.get("app") != watch.app:  # before its end: a handed-over end is no failure
             log.warning(
                 "flow %s: %s took the lease for copy application %s; this run stops watching %s",
@@ -201,5 +216,5 @@ def _why_new(state: AppState, now: int, stale: float, config: str) -> str:
     if beat is not None and now - int(beat.get("at_ms", 0)) >= stale * 1000:
         return f"the last one, {lease.get('app')}, beat {(now - int(beat.get('at_ms', 0))) / 1000:.0f} s ago"
     if beat is None:
-        return f"{lease.get('app')} did not beat within {START_WAIT_S:.0f} s of its submission"
+        return f"{lease.get('app')} did not beat in time after its submission"
     return f"the lease of {lease.get('app')} ends too soon to renew its ranges"
