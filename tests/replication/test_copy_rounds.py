@@ -340,3 +340,19 @@ def test_a_leased_application_whose_lease_another_took_starts_no_new_round_and_b
     assert len(stand_in.jobs) == 1 and out.renewals == 0 and beats == [1], (out, beats)
     never = StandIn([[[task(0)]]], run_s=1.0)
     assert leased_rounds(never, lambda: -1, []).copy().rounds <= 1 and never.jobs == []
+
+
+def test_a_lease_read_that_finds_no_record_does_not_stop_the_holder() -> None:
+    """One read in mid-life answers "no lease" (a metadata blip on the runbook topic): as a failed read, the
+    holder plans on to its lease's end (review of session 21: the rounds stopped until the next extension)."""
+    stand_in = StandIn([[[task(0)]]], run_s=1.0)
+    beats: list[object] = []
+    start = BASE_MS + int(time.monotonic() * 1000)
+    reads: list[int] = []
+
+    def lease() -> int | None:
+        reads.append(1)
+        return None if len(reads) == 3 else start + 2000
+
+    out = leased_rounds(stand_in, lease, beats).copy()
+    assert out.rounds >= 8 and len(beats) >= out.rounds - 1, (out.rounds, beats)

@@ -191,3 +191,14 @@ def test_a_holder_that_never_beat_is_not_adopted_after_its_start_wait(tmp_path: 
     records.read = read  # type: ignore[method-assign]
     records.supervisor(f).supervise()
     assert len(records.submitted) == 1
+
+
+def test_a_lease_taken_by_a_copy_without_one_ends_the_watch(tmp_path: Any) -> None:
+    """Rounds were turned off: the next DAG run's copy task takes the lease (`revoke_lease`: no application). The
+    run watching the leased application stops watching (review of session 21: it took the empty lease for a new
+    holder and waited 10 minutes for its heartbeat, then failed and its retry submitted another application)."""
+    revoked = {"app": "", "until_ms": 0, "by": "DAG run 2", "config": ""}
+    records = Records([AppState(lease(), beat()), AppState(revoked, beat())])
+    summary = records.supervisor(flow(tmp_path), run_s=600).supervise()
+    assert summary["app"] == "app-1" and records.now < NOW + 60_000
+    assert all(body["app"] == "app-1" for _, body in records.writes), "the empty lease is not extended"

@@ -267,7 +267,7 @@ class MirrorflowCopyOperator(SparkSubmitOperator):
                 finally:
                     self.application_args, self.env_vars = base_args, base_env
                     self.py_files, self.conf, self.files = (*base_ship, base_files)
-            if self.copy_mode == "continuous":
+            if self.copy_mode == "continuous" and flow.delivery == "exactly-once":
                 by = f"DAG run {getattr(context.get('dag_run'), 'run_id', '-')}"
                 revoke_lease(load_flow(self.config_path, self.flow_name, self.clusters), by, self.log)
             if is_standalone(master):

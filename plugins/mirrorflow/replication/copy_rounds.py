@@ -123,7 +123,7 @@ class CopyRounds:
         overlap = handover_seconds if 0 < handover_seconds < run_seconds and lease is None else 0.0
         self._last_round_s = max(0.0, run_seconds - overlap - self._margin_s)
         self._lease, self._beat = lease, beat
-        self._t0, self._leased_ms, self._held, self._planned = 0.0, 0, False, 0.0
+        self._t0, self._leased_ms, self._held, self._failing_since = 0.0, 0, False, 0.0
         self._base_ms, self._try = run_started_ms, max(try_number, 0)
         self._plan, self._run, self._cancel, self._paused = plan, run, cancel, paused
         self._active = active or (lambda name: True)
@@ -148,7 +148,7 @@ class CopyRounds:
 
     def copy(self) -> RoundsOutcome:
         """Runs the rounds; raises the first failure of a job (the others cancelled) or of the first plan."""
-        t0 = self._t0 = self._planned = self._clock()
+        t0 = self._t0 = self._clock()
         self._await_lease()
         out = RoundsOutcome([], [])
         next_round = 0.0
@@ -202,11 +202,11 @@ class CopyRounds:
         if self._lease is None:
             return
         waited = self._clock()
-        while not self._extend() and self._clock() - waited < self._lease_wait_s:
+        while not self._extend(waiting=True) and self._clock() - waited < self._lease_wait_s:
             self._wake.wait(1.0)
         self._last_round_s = max(0.0, self._run_s - self._margin_s) if self._held else self._last_round_s
 
-    def _extend(self) -> bool:
+    def _extend(self, waiting: bool = False) -> bool:
         """A leased application runs on to its lease's end when the lease (for this application) ends later.
         False once another application holds the lease: this one starts no new round and ends with its ranges.
         Read before every round: the round's claims are dated at this read (`round_started_ms`)."""
@@ -218,15 +218,16 @@ class CopyRounds:
         except Exception as err:
             log.warning("the copy application's lease could not be read (it plans only as its holder): %s", err)
             return self._held
+        if until_ms is None and not waiting:  # no record seen (a metadata blip): as a failed read
+            return self._held
         self._held = until_ms is not None and until_ms >= 0
         if not self._held:  # another application holds it (or none does): no round, no heartbeat of ours
             self._last_round_s = min(self._last_round_s, self._clock() - self._t0)
             return False
         elapsed = self._clock() - self._t0  # the lease's end from now: a wall-clock step moves nothing
         run_s = elapsed + (until_ms - self._leased_ms) / 1000 if until_ms is not None else 0.0
-        if run_s > self._run_s:
-            self._run_s = run_s
-            self._last_round_s = max(0.0, run_s - self._margin_s)
+        self._run_s = max(self._run_s, run_s)
+        self._last_round_s = max(0.0, self._run_s - self._margin_s)  # also after a read that did not name it
         return True
 
     def _after_round(self, out: RoundsOutcome) -> None:
@@ -269,11 +270,12 @@ class CopyRounds:
         except Exception as err:
             # A leased application can run for months: one that cannot plan for a while must fail (and so be
             # replaced), not beat on while its ranges run out.
-            if out.rounds == 1 or (self._lease is not None and self._clock() - self._planned > self._plan_wait_s):
+            self._failing_since = self._failing_since or self._clock()
+            if out.rounds == 1 or (self._lease is not None and self._clock() - self._failing_since > self._plan_wait_s):
                 raise
             log.warning("copy round %d not planned (the running Spark tasks copy on): %s", out.rounds, err)
             return
-        self._planned = self._clock()
+        self._failing_since = 0.0
         owners = [job for job in self._jobs if job.superseded_by is None and not job.cancelled]
         now = self._clock()
         ended = [

@@ -144,10 +144,22 @@ class Supervisor:
     def _look(self, watch: Watch, state: AppState, now: int, begun: int, stale: float) -> dict[str, Any] | None:
         """One look at the records: the task's totals when it stops watching, None to watch on; raises."""
         lease = state.lease
+        if lease is not None and not lease.get("app"):  # an unleased copy took it (`revoke_lease`): handed over
+            log.warning(
+                "flow %s: %s copies without a lease now; this run stops watching %s",
+                self.flow.name,
+                lease.get("by"),
+                watch.app,
+            )
+            return watch.summary()
         if lease is not None and lease.get("app") != watch.app and int(lease.get("until_ms", 0)) < self._until:
             # A newer holder whose lease ends before this run's would: extend it and watch it instead (the run
             # that submitted it may have ended, and nobody would extend it until the next DAG run).
-            self.write(LEASE, {**lease, "until_ms": self._until, "by": self.by})
+            try:
+                self.write(LEASE, {**lease, "until_ms": self._until, "by": self.by})
+            except MirrorflowError as err:  # tried again at the next look
+                log.warning("flow %s: the lease of %s could not be extended now: %s", self.flow.name, lease["app"], err)
+                return None
             log.warning(
                 "flow %s: copy application %s took over from %s; watching it", self.flow.name, lease["app"], watch.app
             )
@@ -196,9 +208,12 @@ class Supervisor:
             state = self.read()
         except MirrorflowError:
             state = AppState(None, None)
+        app = watch.app
         done = None if code else self._look(watch, state, self.wall_ms(), self.wall_ms(), float("inf"))
         if done is not None:
             return done
+        if watch.app != app:  # it lost the lease to another application, which this run now watches
+            return self._watch(watch, None, self._begun, stale_s(self.flow))
         raise ApplicationFailed(f"{self._where(watch)} ended with exit code {code}: {launched.failure()}")
 
     def _where(self, watch: Watch) -> str:
