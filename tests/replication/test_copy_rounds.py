@@ -15,8 +15,9 @@ import pytest
 from tests.replication.test_copy_plan import BASE
 
 from mirrorflow.core.errors import MirrorflowError
-from mirrorflow.replication.copy_rounds import CopyRounds, Group, rounds_apply, try_started_ms
+from mirrorflow.replication.copy_rounds import CopyRounds, Group
 from mirrorflow.replication.copy_task import CopyResult, CopyTask
+from mirrorflow.replication.round_claims import rounds_apply, try_started_ms
 from mirrorflow.replication.round_groups import same_ranges
 
 BASE_MS = 1_000_000

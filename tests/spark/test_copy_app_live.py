@@ -20,16 +20,15 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from tests.replication.helpers import FAULT_KEYS, start_feeder
-from tests.spark.test_copy_job import spark_env, spark_submit_command, write_config
+from tests.spark.test_copy_job import spark_env, spark_submit_command
+from tests.spark.test_copy_rounds_live import continuous_flow
 
 from mirrorflow.airflow.copy_app_task import supervise
-from mirrorflow.config.loader import load_config
 from mirrorflow.config.model import Flow
 from mirrorflow.local.cluster import LocalClusters
 from mirrorflow.replication.audit import audit_flow
 from mirrorflow.replication.copy_app import AppState, config_id, read_state
 from mirrorflow.replication.flow_clients import FlowClients
-from mirrorflow.replication.flow_cycle import run_control_plane
 
 pytestmark = pytest.mark.integration
 ROUND_S = 4
@@ -93,12 +92,7 @@ def test_dag_runs_adopt_one_application_and_a_killed_one_is_replaced_without_los
 ) -> None:
     topic = unique_topic("leased")
     kafka_admin("A").create_topics([NewTopic(topic, 2, 1)])[topic].result()
-    config = tmp_path / "mm2.properties"
-    config.write_text(
-        write_config(tmp_path, kafka_clusters, topic).read_text().replace("interval", "continuous") + LEASED_CONFIG
-    )
-    flow = load_config(config).flow("A->B")
-    run_control_plane(flow)
+    config, flow = continuous_flow(tmp_path, kafka_clusters, topic, LEASED_CONFIG)
     producing, sent, feeder = start_feeder(kafka_producer, topic, 0.003, lambda: 2)
     runs: list[dict[str, Any]] = []
     try:

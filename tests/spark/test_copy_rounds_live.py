@@ -65,15 +65,20 @@ def grow(admin: AdminClient, topic: str, count: int) -> None:
     admin.create_partitions([NewPartitions(topic, count)])[topic].result()
 
 
+def continuous_flow(tmp_path: Path, clusters: LocalClusters, topic: str, settings: str) -> tuple[Path, Flow]:
+    """mm2.properties of a continuous flow A->B of `topic` with `settings` added, and the flow, its control plane
+    run (remote topics and state topics made)."""
+    config = tmp_path / "mm2.properties"
+    config.write_text(write_config(tmp_path, clusters, topic).read_text().replace("interval", "continuous") + settings)
+    flow = load_config(config).flow("A->B")
+    run_control_plane(flow)
+    return config, flow
+
+
 def start_rounds_job(tmp_path: Path, clusters: LocalClusters, topic: str) -> tuple[Flow, subprocess.Popen[str], Path]:
     """The flow (continuous, rounds of ROUND_S, control plane run) and its copy job started as Airflow starts
     it, for RUN_S; the job's summary file."""
-    config = tmp_path / "mm2.properties"
-    config.write_text(
-        write_config(tmp_path, clusters, topic).read_text().replace("interval", "continuous") + ROUNDS_CONFIG
-    )
-    flow = load_config(config).flow("A->B")
-    run_control_plane(flow)
+    config, flow = continuous_flow(tmp_path, clusters, topic, ROUNDS_CONFIG)
     summary_file = tmp_path / "summary.json"
     args = ("--flow", "A->B", "--run-seconds", str(RUN_S), "--summary-file", str(summary_file))
     job = subprocess.Popen(

@@ -23,9 +23,9 @@ from typing import Any
 
 from mirrorflow.config.model import Flow
 from mirrorflow.replication.copy_app import LEASE, read_state, write
-from mirrorflow.replication.copy_rounds import rounds_apply
 from mirrorflow.replication.copy_supervisor import Launched, Supervisor
 from mirrorflow.replication.flow_clients import FlowClients
+from mirrorflow.replication.round_claims import rounds_apply
 
 APPS_DIR = "mirrorflow-apps"
 KEEP_DAYS = 7

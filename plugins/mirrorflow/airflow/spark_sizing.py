@@ -31,7 +31,7 @@ from typing import NamedTuple
 from mirrorflow.config.keys import is_secret_key
 from mirrorflow.config.model import Flow
 from mirrorflow.config.spark_conf import TOTAL_CORES_KEY
-from mirrorflow.replication.copy_rounds import rounds_apply
+from mirrorflow.replication.round_claims import rounds_apply
 from mirrorflow.spark.packaging import cluster_conf, is_standalone
 
 log = logging.getLogger(__name__)

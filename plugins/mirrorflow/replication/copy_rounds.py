@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from mirrorflow.replication.copy_task import CopyResult, CopyTask
 from mirrorflow.replication.copy_totals import RoundsOutcome, fold_results
+from mirrorflow.replication.round_claims import TRY_SPAN_MS, try_started_ms
 from mirrorflow.replication.round_groups import partitions_of, same_ranges, why_changed
 
 log = logging.getLogger(__name__)
@@ -36,20 +37,11 @@ SUPERSEDED_GRACE_S = 20.0
 as handed over when they next write; one that copies nothing is cancelled then."""
 END_GRACE_S = 120.0
 """How long after the run's end jobs may still run (their ranges end by themselves) before they are cancelled."""
-TRY_SPAN_MS = 10_000
-"""Claim-start milliseconds per Airflow try: round k of try t claims at the run's start + (t - 1) * span + k."""
 LEASE_WAIT_S = 30.0
 """How long a leased application waits at its start for the lease naming it."""
 RENEW_AHEAD_S = 30.0
 """Leased applications: a round renews a group whose ranges end within a round and this long, so that its
 successor is copying before they stop."""
-
-
-def try_started_ms(run_started_ms: int, try_number: int) -> int:
-    """Where the claims of an Airflow try of a run with rounds begin (Airflow counts from 1; 0: not run by
-    Airflow): later tries are newer than the rounds of earlier ones (`CopyRounds.round_started_ms` also keeps
-    them from dating after now)."""
-    return run_started_ms + max(try_number - 1, 0) * TRY_SPAN_MS
 
 
 Group = list[CopyTask]  # as `round_groups.Group`
@@ -68,12 +60,6 @@ Lease = Callable[[], int | None]
 application holds it (this one starts no new round and ends with its ranges)."""
 Beat = Callable[["RoundsOutcome"], object]
 """Called after every round of a leased application: its heartbeat (`copy_app`)."""
-
-
-def rounds_apply(delivery: str, round_seconds: float, run_seconds: float) -> bool:
-    """Whether a continuous run copies in rounds: exactly-once only (an at-least-once copy has no fence, and two
-    of its copies of a partition at once could skip records), and a round shorter than the run."""
-    return delivery == "exactly-once" and 0 < round_seconds < run_seconds
 
 
 @dataclass

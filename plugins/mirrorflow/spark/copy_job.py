@@ -32,10 +32,10 @@ from mirrorflow.replication.copy_plan import (
     summarise,
     totals_line,
 )
-from mirrorflow.replication.copy_rounds import rounds_apply
 from mirrorflow.replication.discovery import FlowPlan, discover
 from mirrorflow.replication.flow_clients import FlowClients
 from mirrorflow.replication.job_summary import publish_summary
+from mirrorflow.replication.round_claims import rounds_apply
 from mirrorflow.spark.copy_rounds_job import copy_in_rounds, round_master
 from mirrorflow.spark.copy_tasks import OnProgress, Runtime, run_copy_groups, spread_over_cores
 from mirrorflow.spark.quiet import quiet_driver_conf, spark_log_level
