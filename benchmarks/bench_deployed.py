@@ -36,6 +36,7 @@ from confluent_kafka.admin import NewTopic
 import report
 from bench_latency import latency_floor, latency_mirrorflow, measure
 from bench_mirrorflow import flow_settings, prepare_flow_topics, write_config
+from cpu_sampler import cpu_text, sampling
 from harness import KEEP, Case, bench_clusters, create_topics, run_id
 from mirrorflow.airflow.local_scheduler import LocalScheduler
 
@@ -118,7 +119,10 @@ def latency_deployed(
         name = f"{FLOW_DAG}, exactly-once, run.seconds {run_seconds}, handover.seconds {handover_seconds}"
         rounds = [s.split("=", 1)[1] for s in settings if s.startswith("mirrorflow.copy.round.seconds=")]
         name += f", round.seconds {rounds[-1]}" if rounds else ""
-        latency = measure(name, case, source, target, topic, f"{DEPLOYED}.{topic}", rate, seconds, lambda: None, 600)
+        with sampling() as cpu:
+            remote = f"{DEPLOYED}.{topic}"
+            latency = measure(name, case, source, target, topic, remote, rate, seconds, lambda: None, 600)
+        print(cpu_text(cpu, [start for start, p99 in latency.windows if p99 > 1000]), flush=True)
         rows = airflow.query(
             "SELECT run_id, start_date, end_date FROM task_instance WHERE dag_id = %s AND task_id = 'copy' "
             "AND start_date IS NOT NULL ORDER BY start_date",

@@ -282,8 +282,15 @@ def test_a_run_with_nothing_to_copy_ends_after_its_last_round() -> None:
     assert out.results == [] and stand_in.jobs == [] and time.monotonic() - began < 3
 
 
-def leased_rounds(stand_in: StandIn, lease: Callable[[], int | None], beats: list[object]) -> CopyRounds:
-    """`StandIn.rounds()` of a leased application (`copy_app`): its end is `lease()`'s, it beats every round."""
+def leased_rounds(
+    stand_in: StandIn,
+    lease: Callable[[], int | None],
+    beats: list[object],
+    span_s: float = 0.0,
+    fenced: list[Group] | None = None,
+) -> CopyRounds:
+    """`StandIn.rounds()` of a leased application (`copy_app`): its end is `lease()`'s, it beats every round, its
+    ranges plan `span_s` past the lease, and the groups it fences at the lease's end go to `fenced`."""
     return CopyRounds(
         run_seconds=stand_in.run_s,
         round_seconds=stand_in.round_s,
@@ -299,13 +306,15 @@ def leased_rounds(stand_in: StandIn, lease: Callable[[], int | None], beats: lis
         lease=lease,
         beat=lambda out: beats.append(out.rounds),
         lease_wait_s=0.3,
+        span_s=span_s,
+        fence=(fenced if fenced is not None else []).extend,
     )
 
 
 def test_a_leased_application_runs_on_while_its_lease_grows_and_renews_its_ranges_ahead() -> None:
     """The lease, read before every round, ends 2.5 s after the start once the run began with 1 s: the rounds go
-    on to the new end, the group whose ranges end at 1 s is started again ahead of that (a renewal, not a
-    handover), the old task is cancelled once superseded, and every round beats."""
+    on to the new end, the group whose ranges end at 1.3 s (a span of 0.3 s past the lease) is started again
+    ahead of that (a renewal, not a handover), the old task is cancelled once superseded, and every round beats."""
     stand_in = StandIn([[[task(0)]]], run_s=1.0)
     beats: list[object] = []
     began = time.monotonic()
@@ -316,13 +325,37 @@ def test_a_leased_application_runs_on_while_its_lease_grows_and_renews_its_range
         reads.append(1)
         return start + (1000 if len(reads) <= 2 else 2500)  # the start-up wait reads it too
 
-    out = leased_rounds(stand_in, lease, beats).copy()
+    fenced: list[Group] = []
+    out = leased_rounds(stand_in, lease, beats, span_s=0.3, fenced=fenced).copy()
     took = time.monotonic() - began
     assert took >= 2.3, f"the application ended after {took:.1f} s, before its lease's end"
     assert (out.renewals, out.handovers) == (1, 0) and [parts(g) for g in stand_in.jobs] == [[0], [0]]
-    assert [parts(g) for g in stand_in.cancelled] == [[0]], "the renewed task, once superseded"
+    assert [parts(g) for g in stand_in.cancelled] == [[0], [0]], "the renewed task once superseded, then its renewal"
+    assert [parts(g) for g in fenced] == [[0]], "the renewal, fenced at the lease's end"
     assert len(beats) >= out.rounds - 1 >= 8, (beats, out.rounds)
     assert len(out.groups) == 1, "the forgotten job's group is dropped from the outcome"
+
+
+def test_a_leased_applications_ranges_outlast_a_lease_extension_and_stop_by_a_fence_at_its_end() -> None:
+    """Ranges plan a span past the lease, so a lease that grows from 1 s to 2.5 s renews none of them: one Spark
+    task for the whole life (every renewal was an in-application handover: a 2.5 s window of the deployed bench,
+    session 21). At the lease's end the application fences the running ranges (their open transactions aborted,
+    none left for the coordinator's timeout) and then cancels them."""
+    stand_in = StandIn([[[task(0)]]], run_s=1.0)
+    fenced: list[Group] = []
+    began = time.monotonic()
+    start = BASE_MS + int(time.monotonic() * 1000)
+    reads: list[int] = []
+
+    def lease() -> int:
+        reads.append(1)
+        return start + (1000 if len(reads) <= 2 else 2500)
+
+    out = leased_rounds(stand_in, lease, [], span_s=3.0, fenced=fenced).copy()
+    took = time.monotonic() - began
+    assert 2.3 <= took < 3.5, f"the application ended after {took:.1f} s: its lease ended at 2.5 s"
+    assert out.renewals == 0 and [parts(g) for g in stand_in.jobs] == [[0]], (out, stand_in.jobs)
+    assert [parts(g) for g in fenced] == [[0]] and [parts(g) for g in stand_in.cancelled] == [[0]]
 
 
 def test_a_leased_application_whose_lease_another_took_starts_no_new_round_and_beats_no_more() -> None:
@@ -337,8 +370,10 @@ def test_a_leased_application_whose_lease_another_took_starts_no_new_round_and_b
         reads.append(1)
         return start + 1000 if len(reads) <= 2 else -1
 
-    out = leased_rounds(stand_in, lease, beats).copy()
+    fenced: list[Group] = []
+    out = leased_rounds(stand_in, lease, beats, span_s=3.0, fenced=fenced).copy()
     assert len(stand_in.jobs) == 1 and out.renewals == 0 and beats == [1], (out, beats)
+    assert fenced == [] and [parts(g) for g in stand_in.cancelled] == [[0]], "the holder's fence, never ours"
     never = StandIn([[[task(0)]]], run_s=1.0)
     assert leased_rounds(never, lambda: -1, []).copy().rounds <= 1 and never.jobs == []
 

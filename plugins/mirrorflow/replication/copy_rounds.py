@@ -5,10 +5,11 @@ Every `round.seconds` the application plans again and starts a Spark job (one ta
 job of this run copies (`round_groups.same_ranges`); a round that changes nothing starts nothing. A group whose
 task ended early (a drain, the next DAG run) starts again only after a whole round. A new task fences the running
 ranges of its partitions; a superseded task still running `SUPERSEDED_GRACE_S` after its successors became
-active is cancelled. Claims: round k of Airflow try t claims at the DAG run's start + (t - 1) * `TRY_SPAN_MS` + k
-ms, capped before the next DAG run and at now. A leased application (`copy_app`) instead reads its lease before
-every round, plans only while it holds it, dates each round's claims at that read, runs to the lease's end,
-renews its ranges a round ahead when the lease grows, forgets finished jobs (`copy_totals`), beats after every
+active is cancelled (`round_jobs`). Claims: round k of Airflow try t claims at the DAG run's start + (t - 1) *
+`TRY_SPAN_MS` + k ms, capped before the next DAG run and at now. A leased application (`copy_app`) instead
+reads its lease before every round, plans only while it holds it, dates each round's claims at that read, plans
+its ranges `RANGE_SPAN_S` past the lease and stops them itself at the lease's end (a fence, then a cancel),
+renews them a round ahead once the lease outgrows that, forgets finished jobs (`copy_totals`), beats after every
 round, and fails when it cannot plan for as long as a supervisor believes a heartbeat. The pause marker is read
 before each round after the first (paused: every task cancelled; unknown: the round skipped). This module only
 decides; the caller plans, runs and cancels (tests/replication/test_copy_rounds.py tests it without Spark).
@@ -17,68 +18,46 @@ decides; the caller plans, runs and cancels (tests/replication/test_copy_rounds.
 from __future__ import annotations
 
 import logging
-import threading
 import time
-import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
-from mirrorflow.replication.copy_task import CopyResult, CopyTask
 from mirrorflow.replication.copy_totals import RoundsOutcome, fold_results
 from mirrorflow.replication.round_claims import TRY_SPAN_MS, try_started_ms
 from mirrorflow.replication.round_groups import partitions_of, same_ranges, why_changed
+from mirrorflow.replication.round_jobs import Active, Cancel, Group, Job, RoundJobs, Run
 
 log = logging.getLogger(__name__)
 
 ROUND_MARGIN_S = 15.0
 """How long before the next DAG run's start the last round may start."""
-SUPERSEDED_GRACE_S = 20.0
-"""How long a superseded Spark task may run on once the tasks that replaced it are active: its fenced ranges end
-as handed over when they next write; one that copies nothing is cancelled then."""
 END_GRACE_S = 120.0
 """How long after the run's end jobs may still run (their ranges end by themselves) before they are cancelled."""
 LEASE_WAIT_S = 30.0
 """How long a leased application waits at its start for the lease naming it."""
+RANGE_SPAN_S = 3600.0
+"""Leased applications: how far past the lease's end its ranges plan. A DAG run's lease extension then renews
+none of them (each renewal is an in-application handover: a fence, a state read, a new transaction); a range is
+renewed once the lease outgrows its span, about once an hour. At the lease's end the application stops the ranges
+itself (`_lease_ended`); only a hung driver's executors could run on, fenced by any successor, for a span."""
 RENEW_AHEAD_S = 30.0
 """Leased applications: a round renews a group whose ranges end within a round and this long, so that its
 successor is copying before they stop."""
 
 
-Group = list[CopyTask]  # as `round_groups.Group`
 Plan = Callable[[float, int], tuple[list[Group], int]]
 """(seconds left in the run, the round's claim start in epoch ms) -> (the groups of ranges, partitions quiet)."""
-Run = Callable[[Group, str], list[CopyResult]]
-"""Runs one group as the Spark job group named by the second argument until its ranges end; raises on failure."""
-Cancel = Callable[[list[str]], None]
-"""Cancels the Spark job groups named."""
-Active = Callable[[str], bool]
-"""Whether the Spark job group named has a task running or done (it got a slot)."""
 Paused = Callable[[], str | None]
 """Why the flow is paused now, or None; raises when that cannot be told."""
 Lease = Callable[[], int | None]
 """A leased application's end by its lease now (epoch ms); None when there is no lease, -1 when another
 application holds it (this one starts no new round and ends with its ranges)."""
+Fence = Callable[[list[Group]], None]
+"""Fences the ranges of the groups given (their transactional ids initialised: open transactions aborted)."""
 Beat = Callable[["RoundsOutcome"], object]
 """Called after every round of a leased application: its heartbeat (`copy_app`)."""
 
 
-@dataclass
-class _Job:
-    group: Group
-    name: str
-    results: list[CopyResult] = field(default_factory=list)
-    error: BaseException | None = None
-    done: bool = False
-    cancelled: bool = False
-    superseded_by: list[_Job] | None = None
-    superseded_at: float | None = None
-    """When every job in `superseded_by` was first seen active."""
-    ended_at: float | None = None
-    ends_at: float = 0.0
-    """When its ranges end by themselves (the driver's clock)."""
-
-
-class CopyRounds:
+class CopyRounds(RoundJobs):
     """Plans a round every `round_seconds` until the last round's time and runs each changed group as a Spark job
     of its own; ends when no round is due any more and every job has ended (see the module docstring)."""
 
@@ -102,6 +81,8 @@ class CopyRounds:
         margin_s: float | None = None,
         grace_s: float | None = None,
         lease_wait_s: float = LEASE_WAIT_S,
+        span_s: float = RANGE_SPAN_S,
+        fence: Fence | None = None,
     ) -> None:
         self._run_s, self._round_s = run_seconds, round_seconds
         self._margin_s = ROUND_MARGIN_S if margin_s is None else margin_s
@@ -111,16 +92,13 @@ class CopyRounds:
         self._lease, self._beat = lease, beat
         self._t0, self._leased_ms, self._held, self._failing_since = 0.0, 0, False, 0.0
         self._base_ms, self._try = run_started_ms, max(try_number, 0)
-        self._plan, self._run, self._cancel, self._paused = plan, run, cancel, paused
-        self._active = active or (lambda name: True)
+        super().__init__(run, cancel, active, clock, grace_s)
+        self._plan, self._paused = plan, paused
         self._clock, self._wall_ms = clock, wall_ms
-        self._grace_s = SUPERSEDED_GRACE_S if grace_s is None else grace_s
         self._plan_wait_s = 3 * round_seconds + 60.0  # as long as a supervisor believes a heartbeat
         self._lease_wait_s = lease_wait_s
-        self._wake = threading.Event()
-        self._stopping = False
-        self._jobs: list[_Job] = []
-        self._threads: list[threading.Thread] = []
+        self._span_s = span_s if lease is not None else 0.0
+        self._fence, self._read_ok = fence, False
 
     def round_started_ms(self, index: int) -> int:
         """Round `index`'s claim start (0-based): ordered by try, then round; never as late as the next run, nor
@@ -149,6 +127,8 @@ class CopyRounds:
                     next_round = elapsed if more else next_round  # a lease that grew late: the round now
                 if not more and all(job.done for job in self._jobs):
                     break
+                if not more and self._lease is not None and elapsed >= self._run_s and self._lease_ended():
+                    break
                 if elapsed > self._run_s + END_GRACE_S:
                     log.warning("Spark copy jobs still running %.0f s after the run's end are cancelled", END_GRACE_S)
                     self._stop_all()
@@ -166,6 +146,7 @@ class CopyRounds:
                     self._after_round(out)
                 self._cancel_superseded(out)
                 wait = min(1.0, next_round - (self._clock() - t0)) if more else 1.0
+                wait = min(wait, self._run_s - (self._clock() - t0)) if self._lease is not None else wait  # its end
                 self._wake.wait(max(0.05, wait))
                 self._wake.clear()
         except BaseException:
@@ -199,6 +180,7 @@ class CopyRounds:
         if self._lease is None:
             return True
         self._leased_ms = max(self._wall_ms(), self._leased_ms + 1)  # never back: a renewal is newer than its job
+        self._read_ok = False
         try:
             until_ms = self._lease()
         except Exception as err:
@@ -206,6 +188,7 @@ class CopyRounds:
             return self._held
         if until_ms is None and not waiting:  # no record seen (a metadata blip): as a failed read
             return self._held
+        self._read_ok = until_ms is not None
         self._held = until_ms is not None and until_ms >= 0
         if not self._held:  # another application holds it (or none does): no round, no heartbeat of ours
             self._last_round_s = min(self._last_round_s, self._clock() - self._t0)
@@ -214,6 +197,25 @@ class CopyRounds:
         run_s = elapsed + (until_ms - self._leased_ms) / 1000 if until_ms is not None else 0.0
         self._run_s = max(self._run_s, run_s)
         self._last_round_s = max(0.0, self._run_s - self._margin_s)  # also after a read that did not name it
+        return True
+
+    def _lease_ended(self) -> bool:
+        """At the lease's end (read once more: it may have grown since the last round) a leased application stops
+        its ranges, which plan a span past it: while the lease still names it, it fences them first, so that no
+        open transaction waits out the coordinator's timeout; once another holds it, that one's ranges fenced
+        ours, and a fence of ours would hit them. False when the lease grew."""
+        held = self._extend()
+        if self._clock() - self._t0 < self._run_s:
+            return False
+        live = [job for job in self._jobs if not job.done]
+        if live and held and self._read_ok and self._fence is not None:
+            try:
+                self._fence([job.group for job in live])
+            except Exception as err:  # the cancel below ends them anyway; their transactions time out
+                log.warning("the copy application's ranges could not be fenced at its lease's end: %s", err)
+        if live:
+            log.info("the copy application's lease ended: %d Spark tasks stop", len(live))
+        self._stop_all()
         return True
 
     def _after_round(self, out: RoundsOutcome) -> None:
@@ -252,6 +254,7 @@ class CopyRounds:
         """Plans a round and starts the groups no running task copies; marks the tasks they supersede. A later
         round that cannot plan (a broker not answering) starts nothing: only the first round's failure is the run's."""
         try:
+            left_s += self._span_s
             groups, out.quiet = self._plan(left_s, self.round_started_ms(out.rounds - 1))
         except Exception as err:
             # A leased application can run for months: one that cannot plan for a while must fail (and so be
@@ -307,37 +310,13 @@ class CopyRounds:
             if not job.done and id(job) not in kept and partitions_of(job.group) <= covered:
                 job.superseded_by = [s for s in started if partitions_of(s.group) & partitions_of(job.group)]
 
-    def _cancel_superseded(self, out: RoundsOutcome) -> None:
-        """Cancels superseded tasks still running `grace_s` after every task replacing them became active (a
-        task waiting for a slot has fenced nothing yet); a cancel that came before Spark had the job is sent
-        again while the job runs."""
-        now = self._clock()
-        late = []
-        for job in self._jobs:
-            if job.done or job.superseded_by is None:
-                continue
-            if job.cancelled:
-                self._cancel([job.name])
-                continue
-            successors = job.superseded_by
-            if job.superseded_at is None and all(s.done or s.cancelled or self._active(s.name) for s in successors):
-                job.superseded_at = now
-            if job.superseded_at is not None and now - job.superseded_at >= self._grace_s:
-                late.append(job)
-        for job in late:
-            job.cancelled = True
-        if late:
-            out.cancelled += len(late)
-            log.info("%d superseded Spark tasks still running are cancelled", len(late))
-            self._cancel([job.name for job in late])
-
-    def _expired(self, job: _Job) -> bool:
+    def _expired(self, job: Job) -> bool:
         """A leased application's job whose ranges ran to their planned end (not taken by another copy) while the
         lease now runs on: started again at once, not a round later."""
         ended = job.ended_at or 0.0
         return self._lease is not None and ended >= job.ends_at - 1.0 and self._t0 + self._run_s > ended + 1.0
 
-    def _renews(self, job: _Job) -> bool:
+    def _renews(self, job: Job) -> bool:
         """Whether a leased application starts `job`'s group again: its ranges end within a round (and
         `RENEW_AHEAD_S`) while the lease now runs at least a round past them."""
         if self._lease is None or job.done:
@@ -345,52 +324,3 @@ class CopyRounds:
         now = self._clock()
         lease_end = self._t0 + self._run_s
         return job.ends_at - now < self._round_s + RENEW_AHEAD_S and lease_end > job.ends_at + self._round_s
-
-    def _start(self, group: Group, left_s: float) -> _Job:
-        job = _Job(group, f"mirrorflow-copy-{uuid.uuid4().hex[:12]}", ends_at=self._clock() + left_s)
-        self._jobs.append(job)
-        thread = threading.Thread(target=self._job, args=(job,), name=job.name, daemon=True)
-        self._threads.append(thread)
-        thread.start()
-        return job
-
-    def _job(self, job: _Job) -> None:
-        """One group's Spark job, in its own thread; a failure is raised again by the planning thread unless the
-        job was cancelled on purpose."""
-        try:
-            if not self._stopping:
-                job.results = self._run(job.group, job.name)
-        except BaseException as err:
-            if job.superseded_by is not None and not (job.cancelled or self._stopping):
-                log.warning("a superseded Spark copy task failed (its partitions have new tasks): %s", err)
-            elif not (job.cancelled or self._stopping):
-                job.error = err
-        finally:
-            job.ended_at = self._clock()
-            job.done = True
-            self._wake.set()
-
-    def _raise_failed(self) -> None:
-        for job in self._jobs:
-            if job.error is not None:
-                raise job.error
-
-    def _stop_all(self) -> None:
-        """Cancels every job (a failure, a pause) and waits for them: a job submitted while the cancel ran is
-        cancelled again until its thread ends."""
-        self._stopping = True
-        for job in self._jobs:
-            job.cancelled = True
-        self._join()
-
-    def _join(self) -> None:
-        while True:
-            alive = [job for job in self._jobs if not job.done]
-            if not alive:
-                break
-            if self._stopping:
-                self._cancel([job.name for job in alive])
-            self._wake.wait(1.0)
-            self._wake.clear()
-        for thread in self._threads:
-            thread.join()

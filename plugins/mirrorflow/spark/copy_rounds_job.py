@@ -13,7 +13,7 @@ import time
 from pyspark.sql import SparkSession
 
 from mirrorflow.config.model import Flow
-from mirrorflow.replication.copy_app import APP, PAUSED, beat_body, read_state, write
+from mirrorflow.replication.copy_app import APP, PAUSED, beat_body, fence_ranges, read_state, write
 from mirrorflow.replication.copy_plan import copyable, idle_counts, plan_copy, summarise
 from mirrorflow.replication.copy_rounds import CopyRounds
 from mirrorflow.replication.copy_task import CopyResult, CopyTask
@@ -87,6 +87,7 @@ def copy_in_rounds(
         try_number=try_number,
         lease=leased.lease if leased else None,
         beat=leased.beat if leased else None,
+        fence=lambda groups: fence_ranges(flow, (t for g in groups for t in g), flow.admin_timeout_ms / 1000),
     )
     try:
         out = rounds.copy()
