@@ -287,10 +287,9 @@ def leased_rounds(
     lease: Callable[[], int | None],
     beats: list[object],
     span_s: float = 0.0,
-    fenced: list[Group] | None = None,
 ) -> CopyRounds:
     """`StandIn.rounds()` of a leased application (`copy_app`): its end is `lease()`'s, it beats every round, its
-    ranges plan `span_s` past the lease, and the groups it fences at the lease's end go to `fenced`."""
+    ranges plan `span_s` past the lease."""
     return CopyRounds(
         run_seconds=stand_in.run_s,
         round_seconds=stand_in.round_s,
@@ -307,7 +306,6 @@ def leased_rounds(
         beat=lambda out: beats.append(out.rounds),
         lease_wait_s=0.3,
         span_s=span_s,
-        fence=(fenced if fenced is not None else []).extend,
     )
 
 
@@ -325,24 +323,20 @@ def test_a_leased_application_runs_on_while_its_lease_grows_and_renews_its_range
         reads.append(1)
         return start + (1000 if len(reads) <= 2 else 2500)  # the start-up wait reads it too
 
-    fenced: list[Group] = []
-    out = leased_rounds(stand_in, lease, beats, span_s=0.3, fenced=fenced).copy()
+    out = leased_rounds(stand_in, lease, beats, span_s=0.3).copy()
     took = time.monotonic() - began
     assert took >= 2.3, f"the application ended after {took:.1f} s, before its lease's end"
     assert (out.renewals, out.handovers) == (1, 0) and [parts(g) for g in stand_in.jobs] == [[0], [0]]
     assert [parts(g) for g in stand_in.cancelled] == [[0], [0]], "the renewed task once superseded, then its renewal"
-    assert [parts(g) for g in fenced] == [[0]], "the renewal, fenced at the lease's end"
     assert len(beats) >= out.rounds - 1 >= 8, (beats, out.rounds)
     assert len(out.groups) == 1, "the forgotten job's group is dropped from the outcome"
 
 
-def test_a_leased_applications_ranges_outlast_a_lease_extension_and_stop_by_a_fence_at_its_end() -> None:
+def test_a_leased_applications_ranges_outlast_a_lease_extension_and_are_cancelled_at_its_end() -> None:
     """Ranges plan a span past the lease, so a lease that grows from 1 s to 2.5 s renews none of them: one Spark
     task for the whole life (every renewal was an in-application handover: a 2.5 s window of the deployed bench,
-    session 21). At the lease's end the application fences the running ranges (their open transactions aborted,
-    none left for the coordinator's timeout) and then cancels them."""
+    session 21). At the lease's end, read once more, the application cancels the running ranges itself."""
     stand_in = StandIn([[[task(0)]]], run_s=1.0)
-    fenced: list[Group] = []
     began = time.monotonic()
     start = BASE_MS + int(time.monotonic() * 1000)
     reads: list[int] = []
@@ -351,11 +345,30 @@ def test_a_leased_applications_ranges_outlast_a_lease_extension_and_stop_by_a_fe
         reads.append(1)
         return start + (1000 if len(reads) <= 2 else 2500)
 
-    out = leased_rounds(stand_in, lease, [], span_s=3.0, fenced=fenced).copy()
+    out = leased_rounds(stand_in, lease, [], span_s=3.0).copy()
     took = time.monotonic() - began
     assert 2.3 <= took < 3.5, f"the application ended after {took:.1f} s: its lease ended at 2.5 s"
     assert out.renewals == 0 and [parts(g) for g in stand_in.jobs] == [[0]], (out, stand_in.jobs)
-    assert [parts(g) for g in fenced] == [[0]] and [parts(g) for g in stand_in.cancelled] == [[0]]
+    assert [parts(g) for g in stand_in.cancelled] == [[0]], "cancelled at the lease's end, not run to its span"
+
+
+def test_a_lease_that_grew_since_the_last_round_is_seen_at_its_end() -> None:
+    """The read at the lease's end finds it extended (a DAG run adopted the application just before): the ranges
+    copy on to the new end (a supervisor may extend a lease up to its last 30 s)."""
+    stand_in = StandIn([[[task(0)]]], run_s=1.0, round_s=0.6)
+    began = time.monotonic()
+    start = BASE_MS + int(time.monotonic() * 1000)
+    last = {"until": start + 1000}
+
+    def lease() -> int:
+        if time.monotonic() - began > 0.9:  # extended after the last round's read, before the end's
+            last["until"] = start + 2000
+        return last["until"]
+
+    out = leased_rounds(stand_in, lease, [], span_s=3.0).copy()
+    took = time.monotonic() - began
+    assert 1.8 <= took < 2.8, f"the application ended after {took:.1f} s: its lease grew to 2 s"
+    assert out.renewals == 0 and len(stand_in.jobs) == 1, (out, stand_in.jobs)
 
 
 def test_a_leased_application_whose_lease_another_took_starts_no_new_round_and_beats_no_more() -> None:
@@ -370,10 +383,9 @@ def test_a_leased_application_whose_lease_another_took_starts_no_new_round_and_b
         reads.append(1)
         return start + 1000 if len(reads) <= 2 else -1
 
-    fenced: list[Group] = []
-    out = leased_rounds(stand_in, lease, beats, span_s=3.0, fenced=fenced).copy()
+    out = leased_rounds(stand_in, lease, beats, span_s=3.0).copy()
     assert len(stand_in.jobs) == 1 and out.renewals == 0 and beats == [1], (out, beats)
-    assert fenced == [] and [parts(g) for g in stand_in.cancelled] == [[0]], "the holder's fence, never ours"
+    assert [parts(g) for g in stand_in.cancelled] == [[0]], "its ranges end at its last known lease end"
     never = StandIn([[[task(0)]]], run_s=1.0)
     assert leased_rounds(never, lambda: -1, []).copy().rounds <= 1 and never.jobs == []
 

@@ -101,7 +101,7 @@ def test_a_live_application_of_the_same_configuration_is_adopted_and_its_lease_e
         AppState(lease(config="other"), beat(config="other")),  # the configuration or the code changed
         AppState(lease(), beat(at=NOW - 600_000)),  # stale
         AppState(lease(), beat(ended="failed: x")),
-        AppState(lease(until=NOW + 60_000), beat()),  # too little lease left to renew its ranges in time
+        AppState(lease(until=NOW + 20_000), beat()),  # too little lease left for it to see the extension in time
     ],
 )
 def test_otherwise_a_new_application_is_submitted_under_a_new_lease(tmp_path: Any, before: AppState) -> None:

@@ -15,10 +15,10 @@ supervises instead:
 * until the DAG run's end it watches the heartbeat: an application that stops beating, or ends with an error,
   fails the task (Airflow's retry submits a new one); one paused by a failover ends the task as paused.
 The application ends by itself when its lease runs out (the flow DAG paused, the scheduler stopped): nothing runs
-on unsupervised for longer than a DAG run, `handover.seconds` and two rounds. Its ranges plan an hour past the
-lease (`copy_rounds.RANGE_SPAN_S`), so a DAG run's extension touches no range, and the application stops them
-itself at the lease's end (`fence_ranges`, then a cancel); a range is renewed (an in-application handover, not a
-new application) once the lease outgrows its span.
+on unsupervised for longer than a DAG run, `handover.seconds` and two rounds. Its ranges plan three `run.seconds`
+past the lease (`copy_rounds.RANGE_SPAN_RUNS`), so a DAG run's extension touches no range, and the application
+cancels them itself at the lease's end; a range is renewed (an in-application handover, not a new application)
+once the lease outgrows its span.
 
 The records, in the runbook topic (compacted, one partition, `core/runbook_record.py`), one key each per flow:
   ["copy-lease", source alias, target alias] -> {"app", "until_ms", "by"}  (written by the copy tasks)
@@ -34,8 +34,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,8 +43,6 @@ from mirrorflow.config.model import Flow
 from mirrorflow.core.runbook_record import RUNBOOK_TOPIC, decode_value, encode_value
 from mirrorflow.kafka.produce import OutgoingRecord
 from mirrorflow.kafka.runbook_store import ensure_runbook_topic, read_latest, topic_exists
-from mirrorflow.kafka.transfer import TargetWriter
-from mirrorflow.replication.copy_task import CopyTask
 from mirrorflow.replication.copy_totals import FOLDED, RoundsOutcome
 from mirrorflow.replication.flow_clients import FlowClients
 from mirrorflow.replication.pause_markers import PAUSE_CHECK_WAIT_S
@@ -115,8 +112,9 @@ class AppState:
 
     def adoptable(self, now_ms: int, stale: float, ahead_s: float, config: str, start_wait_s: float) -> bool:
         """Whether a supervisor may adopt the lease's application: submitted for `config`, its lease running at
-        least `ahead_s` more (time to renew its ranges before they end), and either beating within `stale`
-        seconds without having ended, or submitted less than `start_wait_s` ago and not beaten yet (starting)."""
+        least `ahead_s` more (time to read the extension before its lease's end, where it cancels its ranges), and
+        either beating within `stale` seconds without having ended, or submitted less than `start_wait_s` ago and
+        not beaten yet (starting)."""
         lease = self.lease
         if lease is None or lease.get("config") != config or int(lease.get("until_ms", 0)) < now_ms + ahead_s * 1000:
             return False
@@ -199,29 +197,10 @@ class Watch:
 
     def summary(self) -> dict[str, Any]:
         """The DAG run's totals: what the application's ranges whose Spark jobs ended while this run watched had
-        copied (a range counts once its job ends: at a renewal, about once an hour, `RANGE_SPAN_S`; the copy's
-        live figures are its metrics)."""
+        copied (a range counts once its job ends: at a renewal, about every three DAG runs, `RANGE_SPAN_RUNS`;
+        the copy's live figures are its metrics)."""
         counts = dict((self.last or {}).get("counts") or {})
         out: dict[str, Any] = {k: max(0, counts.get(k, 0) - self.first.get(k, 0)) for k in counts}
         out.update(app=self.app, adopted=self.adopted, rounds=(self.last or {}).get("round", 0))
         out["spark_tasks"] = (self.last or {}).get("live_spark_tasks", 0)
         return out
-
-
-def fence_ranges(flow: Flow, tasks: Iterable[CopyTask], timeout_s: float) -> None:
-    """Fences the copies of `tasks` as a successor would, without copying: each one's transactional id is
-    initialised once (its open transaction aborted, its producer fenced) and closed. A leased application does it
-    to its own ranges at its lease's end (`CopyRounds`), so that cancelling their Spark tasks leaves no open
-    transaction for the state's readers to wait out. A few at a time; raises the first failure after all ran."""
-    conf = flow.target_producer.librdkafka()
-
-    def fence(task: CopyTask) -> None:
-        writer = TargetWriter(
-            flow.target, conf, transactional_id=task.transactional_id, timeout_s=timeout_s, abort_ahead=True
-        )
-        writer.close()
-
-    with ThreadPoolExecutor(max_workers=8, thread_name_prefix="mirrorflow-fence") as pool:
-        futures = [pool.submit(fence, task) for task in tasks if task.exactly_once]
-    for future in futures:
-        future.result()

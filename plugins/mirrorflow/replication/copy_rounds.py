@@ -8,7 +8,7 @@ ranges of its partitions; a superseded task still running `SUPERSEDED_GRACE_S` a
 active is cancelled (`round_jobs`). Claims: round k of Airflow try t claims at the DAG run's start + (t - 1) *
 `TRY_SPAN_MS` + k ms, capped before the next DAG run and at now. A leased application (`copy_app`) instead
 reads its lease before every round, plans only while it holds it, dates each round's claims at that read, plans
-its ranges `RANGE_SPAN_S` past the lease and stops them itself at the lease's end (a fence, then a cancel),
+its ranges `RANGE_SPAN_RUNS` DAG runs past the lease and cancels them itself at the lease's end,
 renews them a round ahead once the lease outgrows that, forgets finished jobs (`copy_totals`), beats after every
 round, and fails when it cannot plan for as long as a supervisor believes a heartbeat. The pause marker is read
 before each round after the first (paused: every task cancelled; unknown: the round skipped). This module only
@@ -34,11 +34,13 @@ END_GRACE_S = 120.0
 """How long after the run's end jobs may still run (their ranges end by themselves) before they are cancelled."""
 LEASE_WAIT_S = 30.0
 """How long a leased application waits at its start for the lease naming it."""
-RANGE_SPAN_S = 3600.0
-"""Leased applications: how far past the lease's end its ranges plan. A DAG run's lease extension then renews
-none of them (each renewal is an in-application handover: a fence, a state read, a new transaction); a range is
-renewed once the lease outgrows its span, about once an hour. At the lease's end the application stops the ranges
-itself (`_lease_ended`); only a hung driver's executors could run on, fenced by any successor, for a span."""
+RANGE_SPAN_RUNS = 3
+"""Leased applications: how many `run.seconds` past the lease's end its ranges plan (`span_s`). A DAG run's lease
+extension then renews none of them (each renewal is an in-application handover: a fence, a state read, a new
+transaction: a 2.5 s window at 46k records/s when all renewed at once, docs/benchmarks.md "Session 22"); a range
+is renewed once the lease outgrows its span, every three DAG runs or so. At the lease's end the application
+cancels the ranges itself (`_lease_ended`). Bounded, not an hour: a range whose partition another copy took
+stays in its running job (`same_ranges`) until the job ends, and a hung driver's executors copy on for a span."""
 RENEW_AHEAD_S = 30.0
 """Leased applications: a round renews a group whose ranges end within a round and this long, so that its
 successor is copying before they stop."""
@@ -51,8 +53,6 @@ Paused = Callable[[], str | None]
 Lease = Callable[[], int | None]
 """A leased application's end by its lease now (epoch ms); None when there is no lease, -1 when another
 application holds it (this one starts no new round and ends with its ranges)."""
-Fence = Callable[[list[Group]], None]
-"""Fences the ranges of the groups given (their transactional ids initialised: open transactions aborted)."""
 Beat = Callable[["RoundsOutcome"], object]
 """Called after every round of a leased application: its heartbeat (`copy_app`)."""
 
@@ -81,8 +81,7 @@ class CopyRounds(RoundJobs):
         margin_s: float | None = None,
         grace_s: float | None = None,
         lease_wait_s: float = LEASE_WAIT_S,
-        span_s: float = RANGE_SPAN_S,
-        fence: Fence | None = None,
+        span_s: float = 0.0,
     ) -> None:
         self._run_s, self._round_s = run_seconds, round_seconds
         self._margin_s = ROUND_MARGIN_S if margin_s is None else margin_s
@@ -98,7 +97,6 @@ class CopyRounds(RoundJobs):
         self._plan_wait_s = 3 * round_seconds + 60.0  # as long as a supervisor believes a heartbeat
         self._lease_wait_s = lease_wait_s
         self._span_s = span_s if lease is not None else 0.0
-        self._fence, self._read_ok = fence, False
 
     def round_started_ms(self, index: int) -> int:
         """Round `index`'s claim start (0-based): ordered by try, then round; never as late as the next run, nor
@@ -180,7 +178,6 @@ class CopyRounds(RoundJobs):
         if self._lease is None:
             return True
         self._leased_ms = max(self._wall_ms(), self._leased_ms + 1)  # never back: a renewal is newer than its job
-        self._read_ok = False
         try:
             until_ms = self._lease()
         except Exception as err:
@@ -188,7 +185,6 @@ class CopyRounds(RoundJobs):
             return self._held
         if until_ms is None and not waiting:  # no record seen (a metadata blip): as a failed read
             return self._held
-        self._read_ok = until_ms is not None
         self._held = until_ms is not None and until_ms >= 0
         if not self._held:  # another application holds it (or none does): no round, no heartbeat of ours
             self._last_round_s = min(self._last_round_s, self._clock() - self._t0)
@@ -200,21 +196,18 @@ class CopyRounds(RoundJobs):
         return True
 
     def _lease_ended(self) -> bool:
-        """At the lease's end (read once more: it may have grown since the last round) a leased application stops
-        its ranges, which plan a span past it: while the lease still names it, it fences them first, so that no
-        open transaction waits out the coordinator's timeout; once another holds it, that one's ranges fenced
-        ours, and a fence of ours would hit them. False when the lease grew."""
-        held = self._extend()
+        """At the lease's end (read once more: it may have grown since the last round) a leased application cancels
+        its ranges, which plan a span past it, as a pause does. Not fenced: a fence could hit the partitions' next
+        owner (a late DAG run's new application, an interval copy) in the moment since the read (review of
+        session 22). A cancelled range's open transaction holds at most `transaction.max.ms` of records; the
+        coordinator aborts it within `transaction.timeout.ms` (60 s), or the next copy's fence at once. False
+        when the lease grew."""
+        self._extend()
         if self._clock() - self._t0 < self._run_s:
             return False
-        live = [job for job in self._jobs if not job.done]
-        if live and held and self._read_ok and self._fence is not None:
-            try:
-                self._fence([job.group for job in live])
-            except Exception as err:  # the cancel below ends them anyway; their transactions time out
-                log.warning("the copy application's ranges could not be fenced at its lease's end: %s", err)
+        live = sum(1 for job in self._jobs if not job.done)
         if live:
-            log.info("the copy application's lease ended: %d Spark tasks stop", len(live))
+            log.info("the copy application's lease ended: its %d Spark tasks are cancelled", live)
         self._stop_all()
         return True
 

@@ -90,7 +90,7 @@ class Supervisor:
         until = self._until = lease_until_ms(self.flow, self.run_end_ms, now)
         stale = stale_s(self.flow)
         beat = state.holder_beat()
-        ahead_s = float(self.flow.copy_round_seconds) + RENEW_AHEAD_S
+        ahead_s = RENEW_AHEAD_S  # time for it to read the extension before its lease's end (its ranges run past)
         adoptable = state.adoptable(now, stale, ahead_s, self.config, self.start_wait_s)
         if adoptable and state.lease and not self.gone(beat or state.lease):  # the lease names its spark-submit
             lease = state.lease

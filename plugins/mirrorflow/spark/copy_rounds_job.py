@@ -13,9 +13,9 @@ import time
 from pyspark.sql import SparkSession
 
 from mirrorflow.config.model import Flow
-from mirrorflow.replication.copy_app import APP, PAUSED, beat_body, fence_ranges, read_state, write
+from mirrorflow.replication.copy_app import APP, PAUSED, beat_body, read_state, write
 from mirrorflow.replication.copy_plan import copyable, idle_counts, plan_copy, summarise
-from mirrorflow.replication.copy_rounds import CopyRounds
+from mirrorflow.replication.copy_rounds import RANGE_SPAN_RUNS, CopyRounds
 from mirrorflow.replication.copy_task import CopyResult, CopyTask
 from mirrorflow.replication.copy_totals import RoundsOutcome, add_folded
 from mirrorflow.replication.discovery import discover
@@ -87,7 +87,7 @@ def copy_in_rounds(
         try_number=try_number,
         lease=leased.lease if leased else None,
         beat=leased.beat if leased else None,
-        fence=lambda groups: fence_ranges(flow, (t for g in groups for t in g), flow.admin_timeout_ms / 1000),
+        span_s=RANGE_SPAN_RUNS * float(flow.copy_run_seconds),
     )
     try:
         out = rounds.copy()
@@ -97,6 +97,11 @@ def copy_in_rounds(
         raise
     if leased is not None:
         leased.end(f"{PAUSED}: {out.paused}" if out.paused else "its lease ran out", out)
+    return _summary(flow, out, runtimes)
+
+
+def _summary(flow: Flow, out: RoundsOutcome, runtimes: list[Runtime]) -> dict[str, object]:
+    """The run's summary, as a copy without rounds gives it, and the rounds' own counts."""
     summary = summarise(out.results)
     summary.update(spark_tasks=len(out.groups), quiet_partitions=out.quiet, rounds=out.rounds)
     summary.update(round_handovers=out.handovers, round_restarts=out.restarts, cancelled_spark_tasks=out.cancelled)
