@@ -193,14 +193,16 @@ def _probe_log_reader() -> None:
     """Marks each state read's metadata, true ends and consumption (records, ms) under the reading partition."""
     import mirrorflow.kafka.compacted_log as log_mod
 
-    ends, consume = log_mod._true_ends, log_mod.consume_to
+    ends, consume = log_mod.true_ends, log_mod.consume_to
     where = threading.local()
 
-    def probe_ends(asker: Any, topic: str, partitions: Any, timeout_s: float) -> dict[int, int]:
+    def probe_ends(asker: Any, topic: str, partitions: Any, timeout_s: float) -> Any:
+        """`log_fetch.true_ends` answers in spans (a generator): the time asking each one."""
         began = time.monotonic()
-        found = ends(asker, topic, partitions, timeout_s)
-        where.ends_ms = (time.monotonic() - began) * 1000
-        return found
+        for found in ends(asker, topic, partitions, timeout_s):
+            where.ends_ms = (time.monotonic() - began) * 1000
+            yield found
+            began = time.monotonic()
 
     def probe_consume(reader: Any, cluster: str, topic: str, found: dict[int, int], *args: Any) -> Any:
         began, n = time.monotonic(), 0
@@ -208,10 +210,11 @@ def _probe_log_reader() -> None:
             n += 1
             yield record
         took = (time.monotonic() - began) * 1000
-        detail = f"topic={topic.split('.')[0]} records={n} ends={sum(found.values())} ends_ms={where.ends_ms:.0f}"
+        asked_ms = getattr(where, "ends_ms", 0.0)
+        detail = f"topic={topic.split('.')[0]} records={n} ends={sum(found.values())} ends_ms={asked_ms:.0f}"
         mark(threading.current_thread().name, "state_read", f"{detail} consume_ms={took:.0f}")
 
-    log_mod._true_ends = probe_ends
+    log_mod.true_ends = probe_ends  # type: ignore[assignment]
     log_mod.consume_to = probe_consume
 
 

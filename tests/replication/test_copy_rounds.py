@@ -15,6 +15,7 @@ import pytest
 from tests.replication.test_copy_plan import BASE
 
 from mirrorflow.core.errors import MirrorflowError
+from mirrorflow.replication import copy_rounds
 from mirrorflow.replication.copy_rounds import CopyRounds, Group
 from mirrorflow.replication.copy_task import CopyResult, CopyTask
 from mirrorflow.replication.round_claims import rounds_apply, try_started_ms
@@ -369,6 +370,40 @@ def test_a_lease_that_grew_since_the_last_round_is_seen_at_its_end() -> None:
     took = time.monotonic() - began
     assert 1.8 <= took < 2.8, f"the application ended after {took:.1f} s: its lease grew to 2 s"
     assert out.renewals == 0 and len(stand_in.jobs) == 1, (out, stand_in.jobs)
+
+
+def test_a_failed_read_at_the_leases_end_is_read_again_before_the_ranges_are_cancelled(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The read at the lease's end fails (the runbook topic's leader moving) while a supervisor had extended it:
+    read again for up to `RENEW_AHEAD_S` (0.6 s here), so the extension is seen and the ranges copy on; a read
+    that keeps failing ends the application after that (review of session 22)."""
+    monkeypatch.setattr(copy_rounds, "RENEW_AHEAD_S", 0.6)
+    for recovers, lasts in ((True, (1.8, 2.8)), (False, (1.5, 2.4))):  # read once a second
+        stand_in = StandIn([[[task(0)]]], run_s=1.0, round_s=0.6)
+        began = time.monotonic()
+        start = BASE_MS + int(time.monotonic() * 1000)
+
+        def lease(recovers: bool = recovers, began: float = began, start: int = start) -> int:
+            waited = time.monotonic() - began
+            if waited > 0.9 and (waited < 1.3 or not recovers):
+                raise MirrorflowError("the runbook topic's leader is not available")
+            return start + (2000 if waited > 0.9 else 1000)
+
+        out = leased_rounds(stand_in, lease, [], span_s=3.0).copy()
+        took = time.monotonic() - began
+        assert lasts[0] <= took < lasts[1], (recovers, took)
+        assert len(stand_in.jobs) == 1 and [parts(g) for g in stand_in.cancelled] == [[0]], (recovers, out)
+
+
+def test_a_holder_with_nothing_to_copy_waits_for_its_leases_end() -> None:
+    """No ranges (nothing copyable yet): the holder still ends only at its lease's end, read once more, not 15 s
+    before it (an extension written in its last 30 s would be missed: review of session 22)."""
+    stand_in = StandIn([[]], run_s=1.0, round_s=0.6)
+    start = BASE_MS + int(time.monotonic() * 1000)
+    began = time.monotonic()
+    leased_rounds(stand_in, lambda: start + 1000, [], span_s=3.0).copy()
+    assert time.monotonic() - began >= 0.95 and stand_in.jobs == []
 
 
 def test_a_leased_application_whose_lease_another_took_starts_no_new_round_and_beats_no_more() -> None:

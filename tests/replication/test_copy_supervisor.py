@@ -84,9 +84,13 @@ def lease(app: str = "app-1", until: int = NOW + 200_000, config: str = "cfg") -
     return {"app": app, "until_ms": until, "by": "run 0", "config": config, "submitted_ms": NOW - 60_000}
 
 
-def test_a_live_application_of_the_same_configuration_is_adopted_and_its_lease_extended(tmp_path: Any) -> None:
+@pytest.mark.parametrize("left_ms", [None, 45_000])  # 45 s: its ranges run past the lease, it reads the extension
+def test_a_live_application_of_the_same_configuration_is_adopted_and_its_lease_extended(
+    tmp_path: Any, left_ms: int | None
+) -> None:
     later = beat(at=NOW + 20_000, counts={"records": 25})
-    records = Records([AppState(lease(), beat()), AppState(lease(), later)])
+    held = lease() if left_ms is None else lease(until=NOW + left_ms)
+    records = Records([AppState(held, beat()), AppState(held, later)])
     summary = records.supervisor(flow(tmp_path)).supervise()
     assert records.submitted == [] and summary["adopted"] and summary["app"] == "app-1"
     assert summary["records"] == 15, "what the application copied while this run watched it"

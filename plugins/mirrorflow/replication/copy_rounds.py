@@ -97,6 +97,7 @@ class CopyRounds(RoundJobs):
         self._plan_wait_s = 3 * round_seconds + 60.0  # as long as a supervisor believes a heartbeat
         self._lease_wait_s = lease_wait_s
         self._span_s = span_s if lease is not None else 0.0
+        self._read_ok, self._end_doubt_since = False, 0.0
 
     def round_started_ms(self, index: int) -> int:
         """Round `index`'s claim start (0-based): ordered by try, then round; never as late as the next run, nor
@@ -123,10 +124,13 @@ class CopyRounds(RoundJobs):
                     next_round = elapsed + self._round_s
                     more = self._extend() and self._in_time(elapsed)
                     next_round = elapsed if more else next_round  # a lease that grew late: the round now
-                if not more and all(job.done for job in self._jobs):
-                    break
-                if not more and self._lease is not None and elapsed >= self._run_s and self._lease_ended():
-                    break
+                if not more and all(job.done for job in self._jobs) and (self._lease is None or not self._held):
+                    break  # a holder ends only at its lease's end, read once more (`_lease_ended`)
+                if not more and self._lease is not None and elapsed >= self._run_s:
+                    if self._lease_ended():
+                        break
+                    if self._clock() - t0 < self._run_s:
+                        continue  # it grew: rounds may be due again (a failing read waits a second below)
                 if elapsed > self._run_s + END_GRACE_S:
                     log.warning("Spark copy jobs still running %.0f s after the run's end are cancelled", END_GRACE_S)
                     self._stop_all()
@@ -144,7 +148,8 @@ class CopyRounds(RoundJobs):
                     self._after_round(out)
                 self._cancel_superseded(out)
                 wait = min(1.0, next_round - (self._clock() - t0)) if more else 1.0
-                wait = min(wait, self._run_s - (self._clock() - t0)) if self._lease is not None else wait  # its end
+                end_in = self._run_s - (self._clock() - t0) if self._lease is not None else wait
+                wait = min(wait, end_in) if end_in > 0 else wait  # wake at the lease's end
                 self._wake.wait(max(0.05, wait))
                 self._wake.clear()
         except BaseException:
@@ -178,6 +183,7 @@ class CopyRounds(RoundJobs):
         if self._lease is None:
             return True
         self._leased_ms = max(self._wall_ms(), self._leased_ms + 1)  # never back: a renewal is newer than its job
+        self._read_ok = False
         try:
             until_ms = self._lease()
         except Exception as err:
@@ -185,6 +191,7 @@ class CopyRounds(RoundJobs):
             return self._held
         if until_ms is None and not waiting:  # no record seen (a metadata blip): as a failed read
             return self._held
+        self._read_ok = until_ms is not None
         self._held = until_ms is not None and until_ms >= 0
         if not self._held:  # another application holds it (or none does): no round, no heartbeat of ours
             self._last_round_s = min(self._last_round_s, self._clock() - self._t0)
@@ -200,11 +207,18 @@ class CopyRounds(RoundJobs):
         its ranges, which plan a span past it, as a pause does. Not fenced: a fence could hit the partitions' next
         owner (a late DAG run's new application, an interval copy) in the moment since the read (review of
         session 22). A cancelled range's open transaction holds at most `transaction.max.ms` of records; the
-        coordinator aborts it within `transaction.timeout.ms` (60 s), or the next copy's fence at once. False
-        when the lease grew."""
+        coordinator aborts it about 70 s later (`transaction.timeout.ms` and its check's interval), or the next
+        copy's fence at once. False when the lease grew, and for up to `RENEW_AHEAD_S` while the read fails (a
+        supervisor may have extended it in its last 30 s: read once a second meanwhile; the ranges run on)."""
         self._extend()
-        if self._clock() - self._t0 < self._run_s:
+        now = self._clock()
+        if now - self._t0 < self._run_s - 0.1:  # grew (a read just at the end can move it by a rounding's ms)
+            self._end_doubt_since = 0.0
             return False
+        if not self._read_ok and self._held:
+            self._end_doubt_since = self._end_doubt_since or now
+            if now - self._end_doubt_since < RENEW_AHEAD_S:
+                return False
         live = sum(1 for job in self._jobs if not job.done)
         if live:
             log.info("the copy application's lease ended: its %d Spark tasks are cancelled", live)

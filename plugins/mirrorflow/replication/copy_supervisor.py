@@ -232,4 +232,4 @@ def _why_new(state: AppState, now: int, stale: float, config: str) -> str:
         return f"the last one, {lease.get('app')}, beat {(now - int(beat.get('at_ms', 0))) / 1000:.0f} s ago"
     if beat is None:
         return f"{lease.get('app')} did not beat in time after its submission"
-    return f"the lease of {lease.get('app')} ends too soon to renew its ranges"
+    return f"the lease of {lease.get('app')} ends too soon for it to read an extension"
