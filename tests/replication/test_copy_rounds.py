@@ -370,6 +370,7 @@ def test_a_lease_that_grew_since_the_last_round_is_seen_at_its_end() -> None:
     took = time.monotonic() - began
     assert 1.8 <= took < 2.8, f"the application ended after {took:.1f} s: its lease grew to 2 s"
     assert out.renewals == 0 and len(stand_in.jobs) == 1, (out, stand_in.jobs)
+    assert len(stand_in.starts) >= 3, "the rounds go on after the extension"
 
 
 def test_a_failed_read_at_the_leases_end_is_read_again_before_the_ranges_are_cancelled(
@@ -379,7 +380,7 @@ def test_a_failed_read_at_the_leases_end_is_read_again_before_the_ranges_are_can
     read again for up to `RENEW_AHEAD_S` (0.6 s here), so the extension is seen and the ranges copy on; a read
     that keeps failing ends the application after that (review of session 22)."""
     monkeypatch.setattr(copy_rounds, "RENEW_AHEAD_S", 0.6)
-    for recovers, lasts in ((True, (1.8, 2.8)), (False, (1.5, 2.4))):  # read once a second
+    for recovers, lasts in ((True, (2.8, 4.4)), (False, (1.5, 2.6))):  # reads once a second past an end
         stand_in = StandIn([[[task(0)]]], run_s=1.0, round_s=0.6)
         began = time.monotonic()
         start = BASE_MS + int(time.monotonic() * 1000)
@@ -388,9 +389,9 @@ def test_a_failed_read_at_the_leases_end_is_read_again_before_the_ranges_are_can
             waited = time.monotonic() - began
             if waited > 0.9 and (waited < 1.3 or not recovers):
                 raise MirrorflowError("the runbook topic's leader is not available")
-            return start + (2000 if waited > 0.9 else 1000)
+            return start + (3000 if waited > 0.9 else 1000)
 
-        out = leased_rounds(stand_in, lease, [], span_s=3.0).copy()
+        out = leased_rounds(stand_in, lease, [], span_s=5.0).copy()
         took = time.monotonic() - began
         assert lasts[0] <= took < lasts[1], (recovers, took)
         assert len(stand_in.jobs) == 1 and [parts(g) for g in stand_in.cancelled] == [[0]], (recovers, out)
@@ -402,8 +403,12 @@ def test_a_holder_with_nothing_to_copy_waits_for_its_leases_end() -> None:
     stand_in = StandIn([[]], run_s=1.0, round_s=0.6)
     start = BASE_MS + int(time.monotonic() * 1000)
     began = time.monotonic()
-    leased_rounds(stand_in, lambda: start + 1000, [], span_s=3.0).copy()
-    assert time.monotonic() - began >= 0.95 and stand_in.jobs == []
+
+    def lease() -> int:  # extended at 0.9 s, after the last round's time (0.8 s)
+        return start + (2000 if time.monotonic() - began > 0.9 else 1000)
+
+    leased_rounds(stand_in, lease, [], span_s=3.0).copy()
+    assert time.monotonic() - began >= 1.8 and stand_in.jobs == []
 
 
 def test_a_leased_application_whose_lease_another_took_starts_no_new_round_and_beats_no_more() -> None:

@@ -130,7 +130,8 @@ class CopyRounds(RoundJobs):
                     if self._lease_ended():
                         break
                     if self._clock() - t0 < self._run_s:
-                        continue  # it grew: rounds may be due again (a failing read waits a second below)
+                        next_round = elapsed  # it grew: a round now (a failing read waits a second below)
+                        continue
                 if elapsed > self._run_s + END_GRACE_S:
                     log.warning("Spark copy jobs still running %.0f s after the run's end are cancelled", END_GRACE_S)
                     self._stop_all()
@@ -193,6 +194,7 @@ class CopyRounds(RoundJobs):
             return self._held
         self._read_ok = until_ms is not None
         self._held = until_ms is not None and until_ms >= 0
+        self._end_doubt_since = 0.0  # a read answered: the next failing one at an end gets its whole grace
         if not self._held:  # another application holds it (or none does): no round, no heartbeat of ours
             self._last_round_s = min(self._last_round_s, self._clock() - self._t0)
             return False
