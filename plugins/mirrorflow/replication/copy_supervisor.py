@@ -25,9 +25,14 @@ from mirrorflow.replication.copy_app import (
     process_gone,
     stale_s,
 )
-from mirrorflow.replication.copy_rounds import RENEW_AHEAD_S
 
 log = logging.getLogger(__name__)
+
+ADOPT_AHEAD_S = 10.0
+"""How much lease an adopted application must have left: time for this run's extension to be written before the
+application reads its lease at its end (a read and a write; its ranges run past the lease, so nothing else needs
+time). A DAG run that starts late after a run without overlap still adopts (the live test's runs, under load,
+started 16 s after the previous run's end: 27 s of lease left)."""
 
 POLL_S = 5.0
 START_WAIT_S = 600.0
@@ -90,7 +95,7 @@ class Supervisor:
         until = self._until = lease_until_ms(self.flow, self.run_end_ms, now)
         stale = stale_s(self.flow)
         beat = state.holder_beat()
-        ahead_s = RENEW_AHEAD_S  # time for it to read the extension before its lease's end (its ranges run past)
+        ahead_s = ADOPT_AHEAD_S
         adoptable = state.adoptable(now, stale, ahead_s, self.config, self.start_wait_s)
         if adoptable and state.lease and not self.gone(beat or state.lease):  # the lease names its spark-submit
             lease = state.lease
